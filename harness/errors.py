@@ -1,0 +1,61 @@
+"""Every error crash-harness raises on purpose, in one tree.
+
+    HarnessError                 base; never raised itself
+    ├── BadInputError            the user's input is wrong (exit 2): names the field and the fix
+    │   ├── UnknownBoundaryError a plan names a boundary the system does not declare
+    │   ├── UnknownSystemError   --system names nothing we can load
+    │   └── DatabaseUnreachableError  --db cannot be connected to
+    ├── LeaseLostError           a worker's fenced update found a newer lease epoch
+    └── SupervisorError          the harness could not start or reap a worker
+
+Exit statuses are fixed so CI can tell outcomes apart (see ``ExitStatus``).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """What ``crash-harness`` exits with."""
+
+    PASSED = 0
+    VIOLATION = 1
+    BAD_INPUT = 2
+    INCONCLUSIVE = 3
+    INTERNAL_ERROR = 4
+
+
+class HarnessError(Exception):
+    """Base of every deliberate crash-harness error."""
+
+
+class BadInputError(HarnessError):
+    """The input (a flag, a scenario, a URL) is wrong; the message says which and why."""
+
+
+class UnknownBoundaryError(BadInputError):
+    """A crash plan names a boundary the system under test does not declare."""
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(
+            f"unknown boundary {name!r}; the system declares: {', '.join(sorted(known))}"
+        )
+        self.name = name
+        self.known = known
+
+
+class UnknownSystemError(BadInputError):
+    """``--system`` names no built-in system, mutant or importable ``module:attr``."""
+
+
+class DatabaseUnreachableError(BadInputError):
+    """The database URL given cannot be connected to."""
+
+
+class LeaseLostError(HarnessError):
+    """A fenced ledger update lost to a newer lease epoch; the worker must drop the item."""
+
+
+class SupervisorError(HarnessError):
+    """The supervisor could not start, watch or reap a worker process."""

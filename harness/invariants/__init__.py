@@ -1,0 +1,71 @@
+"""One checker module per SPEC invariant, and the runner that makes a raise *unknown*.
+
+Each module exposes ``NAME`` and ``check(observation) -> CheckResult``. Adding an invariant
+means adding a module and listing it in ``CHECKERS``; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from harness.invariants import (
+    audit_survives_cleanup,
+    exactly_once_effect,
+    no_restart_duplicates,
+    no_silent_loss,
+    one_delivery_identity,
+    stable_idempotency_key,
+)
+from harness.invariants._model import (
+    AuditRow,
+    Checker,
+    CheckResult,
+    DeliveryRow,
+    EffectRow,
+    LedgerSnapshot,
+    Observation,
+    Status,
+)
+
+CHECKERS: dict[str, Checker] = {
+    m.NAME: m.check
+    for m in (
+        one_delivery_identity,
+        no_restart_duplicates,
+        stable_idempotency_key,
+        exactly_once_effect,
+        no_silent_loss,
+        audit_survives_cleanup,
+    )
+}
+
+
+def run_checker(name: str, checker: Checker, obs: Observation) -> CheckResult:
+    """Run one checker; an exception is an *unknown* with the traceback as evidence."""
+    try:
+        return checker(obs)
+    except Exception as exc:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{name} could not decide: {type(exc).__name__}: {exc}",
+            {"traceback": traceback.format_exc(limit=8)},
+        )
+
+
+def run_all(obs: Observation, names: list[str] | None = None) -> dict[str, CheckResult]:
+    chosen = names if names is not None else list(CHECKERS)
+    return {name: run_checker(name, CHECKERS[name], obs) for name in chosen}
+
+
+__all__ = [
+    "CHECKERS",
+    "AuditRow",
+    "CheckResult",
+    "DeliveryRow",
+    "EffectRow",
+    "LedgerSnapshot",
+    "Observation",
+    "Status",
+    "run_all",
+    "run_checker",
+]

@@ -1,0 +1,132 @@
+"""What a checker sees: the scenario's intent, the ledger, the providers' logs, the trace.
+
+Checkers get plain frozen data, never a database session, so each one is a pure function
+that a unit test can feed hand-built rows. ``None`` for the ledger or the effects means that
+evidence could not be read; a checker that needs it then answers *unknown*, never *pass*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypeVar
+
+from harness.names import SETTLED_STATES
+
+T = TypeVar("T")
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A checker's verdict and the evidence a person needs to act on it."""
+
+    status: Status
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status.value, "summary": self.summary, "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    delivery_id: str
+    run_id: str
+    destination: str
+    delivery_status: str
+    idempotency_key: str
+    provider_message_id: str | None = None
+    attempt_count: int = 0
+    created_by: str = ""
+    created_at: float = 0.0
+
+    @property
+    def settled(self) -> bool:
+        return self.delivery_status in SETTLED_STATES
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    event_id: int
+    delivery_id: str
+    run_id: str
+    event: str
+    worker: str
+    at: float = 0.0
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class EffectRow:
+    """One request as the provider logged it (its log is the ground truth)."""
+
+    seq: int
+    destination: str
+    run_id: str
+    delivery_id: str
+    idempotency_key: str
+    outcome: str
+    provider_message_id: str | None = None
+    received_at: float = 0.0
+    fault: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome in ("fresh", "expired_then_accepted")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq, "destination": self.destination, "run_id": self.run_id,
+            "delivery_id": self.delivery_id, "idempotency_key": self.idempotency_key,
+            "outcome": self.outcome, "provider_message_id": self.provider_message_id,
+            "fault": self.fault,
+        }
+
+
+@dataclass(frozen=True)
+class LedgerSnapshot:
+    committed_runs: frozenset[str]
+    frozen_destinations: dict[str, tuple[str, ...]]
+    deliveries: tuple[DeliveryRow, ...]
+    queue: frozenset[str]
+    audit: tuple[AuditRow, ...]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything known about one finished case."""
+
+    #: run_id -> the destinations the scenario intends it to reach
+    intended: dict[str, tuple[str, ...]]
+    ledger: LedgerSnapshot | None
+    effects: tuple[EffectRow, ...] | None
+    #: worker incarnations in start order
+    workers: tuple[str, ...] = ()
+
+
+class MissingEvidenceError(Exception):
+    """A checker needs evidence that could not be collected; the result is unknown."""
+
+
+def need(value: T | None, what: str) -> T:
+    if value is None:
+        raise MissingEvidenceError(f"{what} could not be read")
+    return value
+
+
+Checker = Callable[[Observation], CheckResult]
+
+
+def by_identity(rows: tuple[DeliveryRow, ...]) -> dict[tuple[str, str], list[DeliveryRow]]:
+    """Delivery rows grouped by (run, destination)."""
+    groups: dict[tuple[str, str], list[DeliveryRow]] = {}
+    for row in rows:
+        groups.setdefault((row.run_id, row.destination), []).append(row)
+    return groups

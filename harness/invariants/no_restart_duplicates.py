@@ -1,0 +1,36 @@
+"""``no_restart_duplicates``: a restart never creates a second delivery item.
+
+Looks for a (run, destination) that has more than one delivery identity where a later worker
+incarnation minted one, the signature of rebuilding deliveries from a transcript on start-up.
+"""
+
+from __future__ import annotations
+
+from harness.invariants._model import CheckResult, Observation, Status, by_identity, need
+
+NAME = "no_restart_duplicates"
+
+
+def check(obs: Observation) -> CheckResult:
+    ledger = need(obs.ledger, "ledger")
+    offending: list[dict[str, object]] = []
+    for (run_id, dest), rows in sorted(by_identity(ledger.deliveries).items()):
+        creators = {r.created_by for r in rows}
+        if len(rows) > 1 and len(creators) > 1:
+            offending.append({
+                "run_id": run_id, "destination": dest,
+                "items": [
+                    {"delivery_id": r.delivery_id, "created_by": r.created_by,
+                     "status": r.delivery_status}
+                    for r in sorted(rows, key=lambda r: r.created_at)
+                ],
+            })
+    if offending:
+        return CheckResult(
+            Status.FAIL,
+            f"a restarted worker created a second delivery item for {len(offending)} "
+            "destination(s)",
+            {"duplicated": offending},
+        )
+    return CheckResult(Status.PASS, "no restart created a delivery item twice",
+                       {"workers": list(obs.workers)})

@@ -1,0 +1,35 @@
+"""Build a mutant System from a ReferenceWorker subclass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from harness.reference import schema, snapshot
+from harness.reference.worker import ReferenceWorker
+from harness.systems import System
+from harness.worker_config import WorkerConfig
+
+
+def mutant_system(
+    name: str,
+    worker_cls: type[ReferenceWorker],
+    *,
+    expected_violation: str,
+    prepare: Callable[[Engine], None] | None = None,
+) -> System:
+    def main(config: WorkerConfig) -> None:
+        worker_cls(config).run()
+
+    def default_prepare(engine: Engine) -> None:
+        schema.Base.metadata.create_all(engine)
+
+    return System(
+        name=f"mutant:{name}",
+        description=(worker_cls.__doc__ or "").strip().splitlines()[0],
+        main=main,
+        prepare=prepare or default_prepare,
+        read_ledger=snapshot.read_ledger,
+        expected_violation=expected_violation,
+    )

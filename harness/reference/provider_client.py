@@ -1,0 +1,102 @@
+"""The reference worker's HTTP adapter: turn every provider answer into one decision.
+
+The classification is the heart of restart safety. A 2xx is an acceptance. A dropped
+connection or a timeout is *unknown*: the provider may well have accepted. 429 and 5xx are
+retryable. Any other 4xx is a permanent failure. Only a lookup can turn unknown into known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import requests
+
+
+class Answer(Enum):
+    ACCEPTED = "accepted"
+    UNKNOWN = "unknown"
+    RETRYABLE = "retryable"
+    PERMANENT = "permanent"
+
+
+@dataclass(frozen=True)
+class SendResult:
+    answer: Answer
+    provider_message_id: str | None = None
+    retry_after_s: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Outcome of asking the provider about a key: found, not found, or could not ask."""
+
+    found: bool
+    provider_message_id: str | None = None
+    error: str | None = None
+
+
+class ProviderClient:
+    """Speaks the fake providers' HTTP API (and any real API shaped like it)."""
+
+    def __init__(self, base_url: str, secret: str, *, timeout_s: float) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {secret}"
+
+    def close(self) -> None:
+        self.session.close()
+
+    def send(
+        self, *, key: str, destination: str, run_id: str, delivery_id: str, body: str,
+        recognizer: str,
+    ) -> SendResult:
+        payload = {
+            "destination": destination,
+            "run_id": run_id,
+            "delivery_id": delivery_id,
+            "body": body,
+            "recognizer": recognizer,
+        }
+        try:
+            resp = self.session.post(
+                f"{self.base_url}/v1/messages",
+                json=payload,
+                headers={"Idempotency-Key": key},
+                timeout=self.timeout_s,
+            )
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            return SendResult(Answer.UNKNOWN, detail=type(exc).__name__)
+        return classify(resp)
+
+    def lookup(self, key: str) -> Lookup:
+        try:
+            resp = self.session.get(
+                f"{self.base_url}/v1/messages",
+                params={"idempotency_key": key},
+                timeout=self.timeout_s,
+            )
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            return Lookup(found=False, error=type(exc).__name__)
+        if resp.status_code == 200:
+            return Lookup(found=True, provider_message_id=str(resp.json()["id"]))
+        if resp.status_code == 404:
+            return Lookup(found=False)
+        return Lookup(found=False, error=f"lookup answered {resp.status_code}")
+
+
+def classify(resp: requests.Response) -> SendResult:
+    """Map an HTTP answer to a decision (kept pure so it is unit-tested with ``responses``)."""
+    code = resp.status_code
+    if 200 <= code < 300:
+        return SendResult(Answer.ACCEPTED, provider_message_id=str(resp.json()["id"]))
+    if code == 429 or code >= 500:
+        retry_after = resp.headers.get("Retry-After")
+        try:
+            delay = float(retry_after) if retry_after is not None else None
+        except ValueError:
+            delay = None
+        return SendResult(Answer.RETRYABLE, retry_after_s=delay, detail=f"HTTP {code}")
+    return SendResult(Answer.PERMANENT, detail=f"HTTP {code}: {resp.text[:200]}")

@@ -1,0 +1,109 @@
+"""Tables of the reference system, as SPEC.md names them.
+
+The delivery *ledger* is never cleaned up; the *queue* is, and may be. The audit table is
+append-only. Times are POSIX seconds (floats) so SQLite and PostgreSQL compare them alike.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Float, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class RunRequest(Base):
+    """Work the outside world asked for; the harness writes these before a worker starts."""
+
+    __tablename__ = "run_requests"
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    topic: Mapped[str] = mapped_column(String(64))
+    input_payload: Mapped[str] = mapped_column(Text)
+
+
+class RosterEntry(Base):
+    """Who should hear about a topic *now*; may change after a run commits."""
+
+    __tablename__ = "roster"
+    topic: Mapped[str] = mapped_column(String(64), primary_key=True)
+    destination: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
+class Execution(Base):
+    """Execution ledger: one row per step."""
+
+    __tablename__ = "executions"
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    step_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    input_hash: Mapped[str] = mapped_column(String(64))
+    execution_status: Mapped[str] = mapped_column(String(16))
+    result_ref: Mapped[str | None] = mapped_column(String(200))
+    result_body: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class RunDestination(Base):
+    """The destination list, frozen in the transaction that commits the result."""
+
+    __tablename__ = "run_destinations"
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    destination: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
+class Delivery(Base):
+    """Delivery ledger: one row per intended destination, never deleted."""
+
+    __tablename__ = "deliveries"
+    delivery_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64))
+    result_ref: Mapped[str] = mapped_column(String(200))
+    destination: Mapped[str] = mapped_column(String(200))
+    payload_hash: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+    delivery_status: Mapped[str] = mapped_column(String(16))
+    idempotency_key: Mapped[str] = mapped_column(String(128))
+    key_window_s: Mapped[float] = mapped_column(Float)
+    recognizer: Mapped[str] = mapped_column(String(64))
+    provider_message_id: Mapped[str | None] = mapped_column(String(128))
+    attempt_count: Mapped[int] = mapped_column(Integer, default=0)
+    first_attempt_at: Mapped[float | None] = mapped_column(Float)
+    next_attempt_at: Mapped[float] = mapped_column(Float)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    lease_expires_at: Mapped[float | None] = mapped_column(Float)
+    acknowledged_at: Mapped[float | None] = mapped_column(Float)
+    credential_id: Mapped[str] = mapped_column(String(64))
+    destination_scope: Mapped[str] = mapped_column(String(200))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (Index("uq_delivery_identity", "run_id", "destination", unique=True),)
+
+
+class QueueItem(Base):
+    """The durable delivery queue; an item is removed once its delivery is settled."""
+
+    __tablename__ = "delivery_queue"
+    delivery_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    enqueued_at: Mapped[float] = mapped_column(Float)
+
+
+class AuditEvent(Base):
+    """Append-only trail of every decision about a delivery, with credential and scope."""
+
+    __tablename__ = "delivery_events"
+    event_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float)
+    delivery_id: Mapped[str] = mapped_column(String(64))
+    run_id: Mapped[str] = mapped_column(String(64))
+    event: Mapped[str] = mapped_column(String(32))
+    worker: Mapped[str] = mapped_column(String(64))
+    lease_epoch: Mapped[int] = mapped_column(Integer)
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    credential_id: Mapped[str | None] = mapped_column(String(64))
+    destination_scope: Mapped[str | None] = mapped_column(String(200))
+    detail: Mapped[str | None] = mapped_column(Text)

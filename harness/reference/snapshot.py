@@ -1,0 +1,51 @@
+"""Read the reference schema into the plain rows the checkers expect (the ledger adapter)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from harness.invariants import AuditRow, DeliveryRow, LedgerSnapshot
+from harness.reference.schema import (
+    AuditEvent,
+    Delivery,
+    Execution,
+    QueueItem,
+    RunDestination,
+)
+
+
+def read_ledger(engine: Engine) -> LedgerSnapshot:
+    with Session(engine) as s:
+        committed = frozenset(
+            s.scalars(
+                select(Execution.run_id).where(Execution.execution_status == "committed")
+            ).all()
+        )
+        frozen: dict[str, list[str]] = {}
+        for run_id, dest in s.execute(select(RunDestination.run_id, RunDestination.destination)):
+            frozen.setdefault(run_id, []).append(dest)
+        deliveries = tuple(
+            DeliveryRow(
+                delivery_id=d.delivery_id, run_id=d.run_id, destination=d.destination,
+                delivery_status=d.delivery_status, idempotency_key=d.idempotency_key,
+                provider_message_id=d.provider_message_id, attempt_count=d.attempt_count,
+                created_by=d.created_by, created_at=d.created_at,
+            )
+            for d in s.scalars(select(Delivery).order_by(Delivery.created_at)).all()
+        )
+        queue = frozenset(s.scalars(select(QueueItem.delivery_id)).all())
+        audit = tuple(
+            AuditRow(
+                event_id=a.event_id, delivery_id=a.delivery_id, run_id=a.run_id,
+                event=a.event, worker=a.worker, at=a.at, idempotency_key=a.idempotency_key,
+            )
+            for a in s.scalars(select(AuditEvent).order_by(AuditEvent.event_id)).all()
+        )
+    return LedgerSnapshot(
+        committed_runs=committed,
+        frozen_destinations={k: tuple(sorted(v)) for k, v in frozen.items()},
+        deliveries=deliveries,
+        queue=queue,
+        audit=audit,
+    )

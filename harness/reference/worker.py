@@ -1,0 +1,191 @@
+"""The reference worker: the safe sequence from the seed article, one boundary per step.
+
+1. commit the result and freeze its destinations in one transaction;
+2. write one delivery row and queue item per destination;
+3. claim with a lease (fencing epoch);
+4. send with a key derived from the delivery's identity;
+5. persist the provider's answer, or an explicit ``unknown``;
+6. acknowledge, then remove the queue item (the ledger row stays forever).
+
+After a restart, a delivery that may already have reached the provider (an attempt was
+recorded) is reconciled by lookup *before* anything is resent, and a resend that would fall
+outside the key's dedupe window is not made: the delivery goes to ``review``.
+
+Mutants subclass this and override one method each, so each mistake reads as a diff.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from harness._boundary import boundary
+from harness.errors import LeaseLostError
+from harness.names import TERMINAL_STATES
+from harness.reference.ledger import Claim, Ledger
+from harness.reference.provider_client import Answer, ProviderClient
+from harness.reference.schema import RunRequest
+from harness.worker_config import WorkerConfig
+
+#: the longest a worker idles before looking at the queue again
+IDLE_CAP_S = 0.25
+
+
+class ReferenceWorker:
+    """Runs every pending run, then delivers until every queued delivery is settled."""
+
+    step_id = "compose"
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.engine = config.db.engine()
+        self.ledger = Ledger(self.engine, config)
+        self.provider = ProviderClient(
+            config.provider_url, config.credential_secret, timeout_s=config.request_timeout_s
+        )
+
+    def run(self) -> None:
+        try:
+            self.recover()
+            for run in self.ledger.pending_runs():
+                self.execute(run)
+            self.deliver_until_settled()
+        finally:
+            self.provider.close()
+            self.engine.dispose()
+
+    # -- execution --------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Finish enqueueing for runs committed before a crash, from the *frozen* list."""
+        for run_id in self.ledger.runs_missing_deliveries():
+            self.ledger.enqueue_deliveries(run_id)
+            boundary("after_delivery_enqueue")
+
+    def compose(self, run: RunRequest) -> str:
+        data = json.loads(run.input_payload)
+        return f"{data['subject']}\n\n{data['text']}\n\n- {data['author']}"
+
+    def execute(self, run: RunRequest) -> None:
+        result = self.compose(run)
+        boundary("before_result_commit")
+        destinations = self.ledger.resolve_destinations(run.topic)
+        boundary("destinations_resolved")
+        if not self.ledger.commit_result(
+            run, step_id=self.step_id, result_body=result, destinations=destinations
+        ):
+            return
+        boundary("after_result_commit")
+        self.ledger.enqueue_deliveries(run.run_id)
+        boundary("after_delivery_enqueue")
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    def deliver_until_settled(self) -> None:
+        while True:
+            claim = self.ledger.claim_next()
+            if claim is not None:
+                try:
+                    self.deliver(claim)
+                except LeaseLostError:
+                    continue  # a rival holds a newer lease; its outcome stands
+                continue
+            wake = self.ledger.next_wakeup()
+            if wake is None:
+                return
+            time.sleep(min(IDLE_CAP_S, max(0.0, wake - time.time())))
+
+    def deliver(self, claim: Claim) -> None:
+        if claim.status_before in TERMINAL_STATES:
+            self.cleanup(claim)  # acknowledged before a crash; only the queue item is left
+            return
+        boundary("after_claim")
+        if claim.provider_message_id is not None:
+            self.finish(claim)  # the answer was persisted before a crash: never resend
+            return
+        if claim.attempt_count > 0:
+            if self.reconcile(claim):
+                return
+            if claim.attempt_count >= self.config.max_attempts:
+                self.ledger.persist_terminal(claim, "failed", "attempts exhausted")
+                boundary("after_response_persisted")
+                self.cleanup(claim)
+                return
+            if not self.within_window(claim):
+                self.ledger.persist_terminal(claim, "review", "key window passed; resend unsafe")
+                boundary("after_response_persisted")
+                return
+            boundary("before_retry")
+        self.attempt(claim)
+
+    def key_for_attempt(self, claim: Claim, attempt: int) -> str:
+        """Every attempt uses the key fixed at enqueue time."""
+        return claim.idempotency_key
+
+    def within_window(self, claim: Claim) -> bool:
+        if claim.first_attempt_at is None:
+            return True
+        # Leave room for the request itself: a resend must land inside the window.
+        margin = self.config.request_timeout_s
+        return time.time() + margin < claim.first_attempt_at + claim.key_window_s
+
+    def reconcile(self, claim: Claim) -> bool:
+        """Ask the provider whether an earlier attempt landed; True if that settled it."""
+        boundary("before_reconcile")
+        found = self.provider.lookup(self.key_for_attempt(claim, claim.attempt_count + 1))
+        if found.error is not None:
+            self.ledger.persist_unknown(
+                claim, f"lookup failed: {found.error}", retry_in=self.config.backoff(1)
+            )
+            boundary("after_response_persisted")
+            return True
+        if found.found and found.provider_message_id is not None:
+            self.ledger.persist_accepted(claim, found.provider_message_id, how="reconciled")
+            boundary("after_response_persisted")
+            self.finish(claim)
+            return True
+        return False
+
+    def attempt(self, claim: Claim) -> None:
+        attempt = self.ledger.record_attempt(claim)
+        result = self.provider.send(
+            key=self.key_for_attempt(claim, attempt),
+            destination=claim.destination,
+            run_id=claim.run_id,
+            delivery_id=claim.delivery_id,
+            body=claim.body,
+            recognizer=claim.recognizer,
+        )
+        if result.answer is Answer.ACCEPTED:
+            boundary("after_provider_accept")
+            assert result.provider_message_id is not None
+            self.ledger.persist_accepted(claim, result.provider_message_id, how="accepted")
+            boundary("after_response_persisted")
+            self.finish(claim)
+        elif result.answer is Answer.UNKNOWN:
+            self.ledger.persist_unknown(
+                claim, result.detail, retry_in=self.config.backoff(attempt)
+            )
+            boundary("after_response_persisted")
+        elif result.answer is Answer.RETRYABLE:
+            delay = max(self.config.backoff(attempt), result.retry_after_s or 0.0)
+            self.ledger.persist_retry(claim, result.detail, retry_in=delay)
+            boundary("after_response_persisted")
+        else:
+            self.ledger.persist_terminal(claim, "failed", result.detail)
+            boundary("after_response_persisted")
+            self.cleanup(claim)
+
+    def finish(self, claim: Claim) -> None:
+        self.ledger.acknowledge(claim)
+        boundary("after_ack")
+        self.cleanup(claim)
+
+    def cleanup(self, claim: Claim) -> None:
+        self.ledger.cleanup(claim.delivery_id)
+        boundary("after_cleanup")
+
+
+def main(config: WorkerConfig) -> None:
+    """Entry point the supervisor calls in a forked child."""
+    ReferenceWorker(config).run()

@@ -1,0 +1,273 @@
+"""Start worker processes, arm them, watch them die, and leave nothing behind.
+
+Workers are forked from the harness (which has SQLAlchemy imported already), because a fresh
+interpreter costs ~70x more than a fork here. Each child is the leader of its own process
+group, so a Ctrl-C at the terminal reaches only the harness, which then kills every group it
+started; each child also asks the kernel to SIGKILL it if the harness itself dies
+(``PR_SET_PDEATHSIG``), so not even a SIGKILLed harness leaves workers running.
+
+Deaths are classified, never guessed: a worker killed by SIGKILL whose own trace line says it
+crashed at the armed boundary "crashed as planned"; anything else is reported with its stderr,
+and a worker that outlives its deadline has its stacks dumped (faulthandler on SIGABRT)
+before it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from harness import _boundary, trace
+from harness._boundary import Arm
+from harness.errors import SupervisorError
+
+#: how long a hung worker gets to write its stack dump after SIGABRT before SIGKILL
+DUMP_GRACE_S = 5.0
+#: how much of a worker's stderr a report carries
+STDERR_TAIL_CHARS = 4000
+
+_PR_SET_PDEATHSIG = 1
+
+
+class OutcomeKind(str, Enum):
+    """How one worker incarnation ended."""
+
+    COMPLETED = "completed"
+    CRASHED_AS_PLANNED = "crashed_as_planned"
+    KILLED_UNPLANNED = "killed_unplanned"
+    DIED = "died"
+    HUNG = "hung"
+
+
+@dataclass
+class WorkerOutcome:
+    worker: str
+    pid: int
+    kind: OutcomeKind
+    exit_code: int | None
+    signal: str | None
+    boundary: str | None
+    hit: int | None
+    started_at: float
+    ended_at: float
+    stderr_tail: str = ""
+    stack_dump: str | None = None
+
+    @property
+    def outcome_is_anomaly(self) -> bool:
+        return self.kind in (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "pid": self.pid,
+            "outcome": self.kind.value,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "boundary": self.boundary,
+            "hit": self.hit,
+            "duration_s": round(self.ended_at - self.started_at, 4),
+            "stderr_tail": self.stderr_tail,
+            "stack_dump": self.stack_dump,
+        }
+
+
+@dataclass
+class RunningWorker:
+    name: str
+    pid: int
+    started_at: float
+    stderr_path: Path
+    arms: list[Arm] = field(default_factory=list)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class Supervisor:
+    """Owns every worker process of a campaign; use it as a context manager."""
+
+    def __init__(self, *, workdir: Path) -> None:
+        self.workdir = workdir
+        self._live: dict[int, RunningWorker] = {}
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill_all()
+
+    @property
+    def live_pids(self) -> list[int]:
+        return list(self._live)
+
+    def start(
+        self,
+        name: str,
+        target: Callable[[], None],
+        *,
+        trace_path: Path,
+        arms: list[Arm] | None = None,
+        logdir: Path | None = None,
+    ) -> RunningWorker:
+        """Fork a worker that runs ``target`` with ``arms`` set, its output in the work dir."""
+        arms = list(arms or [])
+        logdir = logdir or self.workdir
+        stdout_path = logdir / f"{name}.stdout"
+        stderr_path = logdir / f"{name}.stderr"
+        parent = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            raise SupervisorError(f"cannot fork worker {name}: {exc}") from exc
+        if pid == 0:  # pragma: no cover - runs in the child, which never returns
+            self._child(
+                target, parent=parent, name=name, arms=arms, trace_path=trace_path,
+                stdout_path=stdout_path, stderr_path=stderr_path,
+            )
+        # Both sides set the group, so a signal sent right after fork cannot miss it.
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)
+        worker = RunningWorker(name, pid, time.time(), stderr_path, arms)
+        self._live[pid] = worker
+        trace.append(trace_path, event="spawn", worker=name, pid=pid,
+                     arms=[a.to_json() for a in arms])
+        return worker
+
+    @staticmethod
+    def _child(
+        target: Callable[[], None], *, parent: int, name: str, arms: list[Arm],
+        trace_path: Path, stdout_path: Path, stderr_path: Path,
+    ) -> None:  # pragma: no cover - child side
+        code = 0
+        try:
+            with contextlib.suppress(OSError):
+                os.setpgid(0, 0)
+            _die_with_parent(parent)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_DFL)
+            out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            os.close(out)
+            os.close(err)
+            with contextlib.suppress(Exception):
+                faulthandler.cancel_dump_traceback_later()
+            faulthandler.enable(file=sys.stderr, all_threads=True)
+            _boundary.configure(trace_path=str(trace_path), worker=name, arms=arms)
+            target()
+        except BaseException:
+            traceback.print_exc()
+            code = 70
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+    def wait(self, worker: RunningWorker, *, timeout_s: float, trace_path: Path) -> WorkerOutcome:
+        """Block until the worker ends (or its deadline passes) and say how it ended."""
+        pidfd = os.pidfd_open(worker.pid)
+        try:
+            ready, _, _ = select.select([pidfd], [], [], timeout_s)
+            stack_dump: str | None = None
+            if not ready:
+                stack_dump = self._dump_and_kill(worker, pidfd)
+            _, status = os.waitpid(worker.pid, 0)
+        finally:
+            os.close(pidfd)
+            self._live.pop(worker.pid, None)
+        ended = time.time()
+        outcome = self._classify(worker, status, trace_path, ended, stack_dump)
+        trace.append(trace_path, event="exit", worker=worker.name, pid=worker.pid,
+                     outcome=outcome.kind.value, signal=outcome.signal,
+                     exit_code=outcome.exit_code)
+        return outcome
+
+    def _dump_and_kill(self, worker: RunningWorker, pidfd: int) -> str:
+        before = _read_text(worker.stderr_path)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGABRT)  # faulthandler writes every thread's stack
+        ready, _, _ = select.select([pidfd], [], [], DUMP_GRACE_S)
+        if not ready:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.pid, signal.SIGKILL)
+        return _read_text(worker.stderr_path)[len(before):]
+
+    def _classify(
+        self, worker: RunningWorker, status: int, trace_path: Path, ended: float,
+        stack_dump: str | None,
+    ) -> WorkerOutcome:
+        stderr_tail = _read_text(worker.stderr_path)[-STDERR_TAIL_CHARS:]
+        common: dict[str, Any] = {
+            "worker": worker.name, "pid": worker.pid, "started_at": worker.started_at,
+            "ended_at": ended, "stderr_tail": stderr_tail, "stack_dump": stack_dump,
+        }
+        if stack_dump is not None:
+            sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+            return WorkerOutcome(kind=OutcomeKind.HUNG, exit_code=None,
+                                 signal=_signame(sig), boundary=None, hit=None, **common)
+        if os.WIFEXITED(status):
+            code = os.WEXITSTATUS(status)
+            kind = OutcomeKind.COMPLETED if code == 0 else OutcomeKind.DIED
+            return WorkerOutcome(kind=kind, exit_code=code, signal=None, boundary=None,
+                                 hit=None, **common)
+        sig = os.WTERMSIG(status)
+        crash = next(
+            (ev for ev in reversed(trace.read(trace_path))
+             if ev.pid == worker.pid and ev.event == "crash"),
+            None,
+        )
+        if sig == signal.SIGKILL and crash is not None:
+            return WorkerOutcome(kind=OutcomeKind.CRASHED_AS_PLANNED, exit_code=None,
+                                 signal="SIGKILL", boundary=crash.boundary, hit=crash.hit,
+                                 **common)
+        kind = OutcomeKind.KILLED_UNPLANNED if sig == signal.SIGKILL else OutcomeKind.DIED
+        return WorkerOutcome(kind=kind, exit_code=None, signal=_signame(sig), boundary=None,
+                             hit=None, **common)
+
+    def kill_all(self) -> None:
+        """SIGKILL every process group this supervisor started and reap it."""
+        for pid in list(self._live):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            self._live.pop(pid, None)
+
+
+def _signame(sig: int | None) -> str | None:
+    if sig is None:
+        return None
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""

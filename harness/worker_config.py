@@ -1,0 +1,75 @@
+"""What the supervisor hands a worker process: where the ledger and the provider are.
+
+A forked worker receives this object in memory; an exec'd worker reads the same fields from
+its environment (``to_env``). The credential secret is never part of ``repr`` or a report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from harness._db import DatabaseTarget
+
+ENV_VAR = "CRASH_HARNESS_WORKER"
+SECRET_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRET"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Settings of one worker incarnation."""
+
+    db: DatabaseTarget
+    provider_url: str
+    credential_id: str
+    credential_secret: str = field(repr=False)
+    destination_scope: str
+    worker_name: str
+    #: how long a claim is exclusive; short so a restarted worker does not wait long
+    lease_s: float = 0.25
+    #: delay before attempt n+1 (the last value repeats)
+    retry_backoff_s: tuple[float, ...] = (0.02, 0.05, 0.1)
+    #: attempts before a delivery that keeps failing is marked failed
+    max_attempts: int = 5
+    #: the provider's dedupe window for a key; a retry past it must not resend
+    key_window_s: float = 86_400.0
+    #: a reply slower than this is an unknown outcome, not a failure
+    request_timeout_s: float = 5.0
+
+    def backoff(self, attempt: int) -> float:
+        """Delay after the ``attempt``-th attempt (1-based)."""
+        return self.retry_backoff_s[min(attempt, len(self.retry_backoff_s)) - 1]
+
+    def to_env(self) -> dict[str, str]:
+        public = {
+            "db_url": self.db.url,
+            "db_schema": self.db.schema,
+            "provider_url": self.provider_url,
+            "credential_id": self.credential_id,
+            "destination_scope": self.destination_scope,
+            "worker_name": self.worker_name,
+            "lease_s": self.lease_s,
+            "retry_backoff_s": list(self.retry_backoff_s),
+            "max_attempts": self.max_attempts,
+            "key_window_s": self.key_window_s,
+            "request_timeout_s": self.request_timeout_s,
+        }
+        return {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
+
+    @classmethod
+    def from_env(cls) -> WorkerConfig:
+        data = json.loads(os.environ[ENV_VAR])
+        return cls(
+            db=DatabaseTarget(url=data["db_url"], schema=data["db_schema"]),
+            provider_url=data["provider_url"],
+            credential_id=data["credential_id"],
+            credential_secret=os.environ[SECRET_ENV_VAR],
+            destination_scope=data["destination_scope"],
+            worker_name=data["worker_name"],
+            lease_s=data["lease_s"],
+            retry_backoff_s=tuple(data["retry_backoff_s"]),
+            max_attempts=data["max_attempts"],
+            key_window_s=data["key_window_s"],
+            request_timeout_s=data["request_timeout_s"],
+        )
