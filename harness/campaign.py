@@ -294,10 +294,18 @@ def _observe(
     )
 
 
+#: invariants that only mean something if the workers ran to the end; when a worker died on
+#: its own or hung, their failure is a consequence of that, and the case is inconclusive
+_NEEDS_COMPLETION = frozenset({"no_silent_loss"})
+
+
 def _verdict(checks: dict[str, CheckResult], outcomes: list[WorkerOutcome]) -> Status:
-    statuses = {c.status for c in checks.values()}
-    if Status.FAIL in statuses:
+    anomaly = any(o.kind in _ANOMALIES for o in outcomes)
+    failed = {n for n, c in checks.items() if c.status is Status.FAIL}
+    if anomaly:
+        failed -= _NEEDS_COMPLETION
+    if failed:
         return Status.FAIL
-    if Status.UNKNOWN in statuses or any(o.kind in _ANOMALIES for o in outcomes):
+    if anomaly or any(c.status is not Status.PASS for c in checks.values()):
         return Status.UNKNOWN
     return Status.PASS

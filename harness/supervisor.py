@@ -170,9 +170,11 @@ class Supervisor:
             os.dup2(err, 2)
             os.close(out)
             os.close(err)
-            with contextlib.suppress(Exception):
-                faulthandler.cancel_dump_traceback_later()
-            faulthandler.enable(file=sys.stderr, all_threads=True)
+            # The parent's sys.stdout/err may be capture objects (pytest); rebind to the files.
+            sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+            # Never touch the parent's faulthandler watchdog: its thread does not exist here.
+            faulthandler.enable(file=2, all_threads=True)
             _boundary.configure(trace_path=str(trace_path), worker=name, arms=arms)
             target()
         except BaseException:
@@ -193,9 +195,9 @@ class Supervisor:
             if not ready:
                 stack_dump = self._dump_and_kill(worker, pidfd)
             _, status = os.waitpid(worker.pid, 0)
+            self._live.pop(worker.pid, None)  # reaped; on an interrupt kill_all still owns it
         finally:
             os.close(pidfd)
-            self._live.pop(worker.pid, None)
         ended = time.time()
         outcome = self._classify(worker, status, trace_path, ended, stack_dump)
         trace.append(trace_path, event="exit", worker=worker.name, pid=worker.pid,

@@ -1,0 +1,47 @@
+"""Shared fixtures: the database matrix and the slow switch.
+
+Every end-to-end test that takes ``db_url`` runs on SQLite and on the PostgreSQL server named
+by ``CRASH_HARNESS_PG_URL``. Outside CI a missing server skips those cases; in CI it fails
+them, so a green CI always means both backends ran.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+PG_ENV = "CRASH_HARNESS_PG_URL"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: pass --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def _pg_url() -> str | None:
+    url = os.environ.get(PG_ENV)
+    if url:
+        return url
+    if os.environ.get("CI"):
+        pytest.fail(f"{PG_ENV} is not set; CI must test PostgreSQL")
+    return None
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest) -> str | None:
+    """None means the harness default (a fresh SQLite file per case); else a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return None
+    url = _pg_url()
+    if url is None:
+        pytest.skip(f"set {PG_ENV} to test PostgreSQL")
+    return url

@@ -1,0 +1,102 @@
+"""The command as a user runs it: exit statuses, reports on disk, messages that name the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
+        text=True, timeout=300, check=False,
+    )
+
+
+def test_help_and_version() -> None:
+    """-h lists the commands; --version prints the version."""
+    runner = CliRunner()
+    assert "certify" in runner.invoke(main, ["-h"]).output
+    assert "0.1.0" in runner.invoke(main, ["--version"]).output
+
+
+def test_boundaries_lists_the_eleven() -> None:
+    """`boundaries` prints every documented boundary with where it sits."""
+    out = CliRunner().invoke(main, ["boundaries"]).output
+    assert len(out.strip().splitlines()) == 11
+    assert "after_provider_accept" in out
+
+
+def test_certify_reference_case_exits_0_and_writes_both_reports(tmp_path: Path) -> None:
+    """A passing case exits 0 and leaves report.json (v1 contract) and report.md."""
+    proc = _run("certify", "--seed", "5", "--case", "crash@after_provider_accept#1",
+                "--report-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["schema"] == "crash-harness/report/v1"
+    assert {"seed", "system", "database", "cases", "summary"} <= set(data)
+    case = data["cases"][0]
+    assert {"id", "fault", "boundary", "hit", "verdict", "invariants", "effects",
+            "replay"} <= set(case)
+    assert set(data["summary"]) >= {"cases", "passed", "failed", "unknown",
+                                    "boundaries_documented", "boundaries_covered"}
+    assert "crash@after_provider_accept#1" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_mutant_exits_1_naming_the_invariant(tmp_path: Path) -> None:
+    """A caught mutant exits 1 and names the broken invariant on the terminal and in the report."""
+    proc = _run("certify", "--system", "mutant:new_key_per_attempt", "--seed", "5",
+                "--case", "baseline", "--report-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "stable_idempotency_key" in proc.stdout
+    assert "replay: crash-harness certify --system mutant:new_key_per_attempt" in proc.stdout
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert "stable_idempotency_key" in report["summary"]["invariants_violated"]
+
+
+def test_replay_command_from_the_report_reproduces_the_failure(tmp_path: Path) -> None:
+    """The replay line in a failing report, run as printed, fails the same way."""
+    first = _run("certify", "--system", "mutant:ack_before_send", "--seed", "9",
+                 "--case", "crash@after_ack#1", "--report-dir", "a", cwd=tmp_path)
+    assert first.returncode == 1
+    replay = json.loads((tmp_path / "a" / "report.json").read_text())["cases"][0]["replay"]
+    args = replay.split()[1:] + ["--report-dir", "b"]
+    args = [a.strip("'") for a in args]
+    again = _run(*args, cwd=tmp_path)
+    assert again.returncode == 1
+    verdicts = [json.loads((tmp_path / d / "report.json").read_text())["cases"][0]["invariants"]
+                ["exactly_once_effect"]["status"] for d in ("a", "b")]
+    assert verdicts == ["fail", "fail"]
+
+
+def test_worker_dying_on_its_own_exits_3(tmp_path: Path) -> None:
+    """Inconclusive (a worker died without being told to) exits 3, with its stderr shown."""
+    proc = _run("certify", "--system", "tests._systems:DIES", "--seed", "1", "--case",
+                "baseline", "--report-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "worker exploded on its own" in proc.stderr
+
+
+def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path) -> None:
+    """Unknown boundary, unknown mutant and unreachable database each exit 2 and say why."""
+    unknown = _run("certify", "--case", "crash@after_clam#1", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "unknown boundary 'after_clam'" in unknown.stderr
+    assert "after_claim" in unknown.stderr
+    mutant = _run("certify", "--system", "mutant:nope", cwd=tmp_path)
+    assert mutant.returncode == 2
+    assert "known mutants: ack_before_send" in mutant.stderr
+    db = _run("certify", "--db", "postgresql://nobody:hunter2@127.0.0.1:1/none", cwd=tmp_path)
+    assert db.returncode == 2
+    assert "cannot connect to postgresql+psycopg://nobody:***@127.0.0.1:1/none" in db.stderr
+    assert "hunter2" not in db.stderr + db.stdout
