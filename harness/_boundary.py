@@ -103,9 +103,7 @@ def disarm() -> None:
 
 def control_env(*, trace_path: str, worker: str, arms: list[Arm]) -> str:
     """Serialise a plan for a worker that the harness exec's rather than forks."""
-    return json.dumps(
-        {"trace": trace_path, "worker": worker, "arms": [a.to_json() for a in arms]}
-    )
+    return json.dumps({"trace": trace_path, "worker": worker, "arms": [a.to_json() for a in arms]})
 
 
 def _configure_from_env() -> None:

@@ -150,8 +150,16 @@ def validate_cases(system: System, cases: list[CaseSpec]) -> None:
 
 
 def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:
-    parts = ["crash-harness", "certify", "--system", settings.system.name,
-             "--seed", str(settings.seed), "--case", case.id]
+    parts = [
+        "crash-harness",
+        "certify",
+        "--system",
+        settings.system.name,
+        "--seed",
+        str(settings.seed),
+        "--case",
+        case.id,
+    ]
     if settings.db_url is not None:
         parts += ["--db", make_url(settings.db_url).render_as_string(hide_password=True)]
     return shlex.join(parts)
@@ -180,8 +188,13 @@ def run_campaign(
     ):
         for case in cases:
             case_result = _run_case(
-                settings, case, workload, provider=provider, supervisor=supervisor,
-                secret=secret, workdir=workdir,
+                settings,
+                case,
+                workload,
+                provider=provider,
+                supervisor=supervisor,
+                secret=secret,
+                workdir=workdir,
             )
             result.cases.append(case_result)
             if on_case is not None:
@@ -195,8 +208,14 @@ def run_campaign(
 
 
 def _run_case(
-    settings: CampaignSettings, case: CaseSpec, workload: Workload, *,
-    provider: ProviderProcess, supervisor: Supervisor, secret: str, workdir: Path,
+    settings: CampaignSettings,
+    case: CaseSpec,
+    workload: Workload,
+    *,
+    provider: ProviderProcess,
+    supervisor: Supervisor,
+    secret: str,
+    workdir: Path,
 ) -> CaseResult:
     started = time.time()
     case_dir = workdir / case.slug
@@ -219,30 +238,43 @@ def _run_case(
 
         def config(n: int) -> WorkerConfig:
             return WorkerConfig(
-                db=target, provider_url=provider.url, credential_id="worker",
-                credential_secret=secret, destination_scope="*", worker_name=f"w{n}",
+                db=target,
+                provider_url=provider.url,
+                credential_id="worker",
+                credential_secret=secret,
+                destination_scope="*",
+                worker_name=f"w{n}",
             )
 
         outcomes: list[WorkerOutcome] = []
 
         def run_worker(n: int, arms: list[Arm]) -> None:
-            running = supervisor.start(f"w{n}", partial(system.main, config(n)),
-                                       trace_path=trace_path, arms=arms, logdir=case_dir)
-            outcomes.append(supervisor.wait(running, timeout_s=settings.worker_deadline_s,
-                                            trace_path=trace_path))
+            running = supervisor.start(
+                f"w{n}",
+                partial(system.main, config(n)),
+                trace_path=trace_path,
+                arms=arms,
+                logdir=case_dir,
+            )
+            outcomes.append(
+                supervisor.wait(
+                    running, timeout_s=settings.worker_deadline_s, trace_path=trace_path
+                )
+            )
 
         run_worker(1, [Arm(case.boundary, case.hit or 1)] if case.boundary else [])
-        while (outcomes[-1].kind is OutcomeKind.CRASHED_AS_PLANNED
-               and len(outcomes) <= MAX_RESTARTS):
+        while outcomes[-1].kind is OutcomeKind.CRASHED_AS_PLANNED and len(outcomes) <= MAX_RESTARTS:
             run_worker(len(outcomes) + 1, [])
         crash_fired = any(o.kind is OutcomeKind.CRASHED_AS_PLANNED for o in outcomes)
         if case.boundary and not crash_fired:
             notes.append(f"boundary {case.boundary} hit {case.hit} was never reached")
         for o in outcomes:
             if o.kind in _ANOMALIES:
-                notes.append(f"worker {o.worker} (pid {o.pid}) {o.kind.value}"
-                             + (f" by {o.signal}" if o.signal else "")
-                             + (f" with exit code {o.exit_code}" if o.exit_code else ""))
+                notes.append(
+                    f"worker {o.worker} (pid {o.pid}) {o.kind.value}"
+                    + (f" by {o.signal}" if o.signal else "")
+                    + (f" with exit code {o.exit_code}" if o.exit_code else "")
+                )
         observation = _observe(system, target, workload, provider, outcomes)
     finally:
         _db.drop_target(target)
@@ -265,8 +297,11 @@ def _run_case(
 
 
 def _observe(
-    system: System, target: _db.DatabaseTarget, workload: Workload,
-    provider: ProviderProcess, outcomes: list[WorkerOutcome],
+    system: System,
+    target: _db.DatabaseTarget,
+    workload: Workload,
+    provider: ProviderProcess,
+    outcomes: list[WorkerOutcome],
 ) -> Observation:
     try:
         engine = target.engine()
@@ -279,17 +314,24 @@ def _observe(
     try:
         effects: tuple[EffectRow, ...] | None = tuple(
             EffectRow(
-                seq=e.seq, destination=e.destination or "", run_id=e.run_id or "",
-                delivery_id=e.delivery_id or "", idempotency_key=e.idempotency_key or "",
-                outcome=e.outcome, provider_message_id=e.provider_message_id,
-                received_at=e.received_at, fault=e.fault,
+                seq=e.seq,
+                destination=e.destination or "",
+                run_id=e.run_id or "",
+                delivery_id=e.delivery_id or "",
+                idempotency_key=e.idempotency_key or "",
+                outcome=e.outcome,
+                provider_message_id=e.provider_message_id,
+                received_at=e.received_at,
+                fault=e.fault,
             )
             for e in provider.admin.effects()
         )
     except Exception:
         effects = None
     return Observation(
-        intended=workload.intended(), ledger=ledger, effects=effects,
+        intended=workload.intended(),
+        ledger=ledger,
+        effects=effects,
         workers=tuple(o.worker for o in outcomes),
     )
 

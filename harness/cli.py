@@ -34,21 +34,50 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--system", "system_name", default="reference", show_default=True,
-              help="'reference', 'mutant:NAME', or an importable 'module:attr' System.")
-@click.option("--db", "db_url", default=None,
-              help="Ledger database URL (default: a fresh SQLite file per case in a temp dir).")
+@click.option(
+    "--system",
+    "system_name",
+    default="reference",
+    show_default=True,
+    help="'reference', 'mutant:NAME', or an importable 'module:attr' System.",
+)
+@click.option(
+    "--db",
+    "db_url",
+    default=None,
+    help="Ledger database URL (default: a fresh SQLite file per case in a temp dir).",
+)
 @click.option("--seed", type=int, default=None, help="Workload seed (default: random, printed).")
-@click.option("--case", "case_ids", multiple=True,
-              help="Run only this case id (repeatable), e.g. 'crash@after_claim#1'.")
-@click.option("--report-dir", type=click.Path(path_type=Path), default=Path("reports"),
-              show_default=True, help="Where report.json and report.md are written.")
-@click.option("--worker-deadline", type=float, default=60.0, show_default=True,
-              help="Seconds one worker may run before it is declared hung.")
+@click.option(
+    "--case",
+    "case_ids",
+    multiple=True,
+    help="Run only this case id (repeatable), e.g. 'crash@after_claim#1'.",
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Where report.json and report.md are written.",
+)
+@click.option(
+    "--worker-deadline",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds one worker may run before it is declared hung.",
+)
 @click.option("--keep-workdir", is_flag=True, help="Keep ledgers, traces and worker logs.")
 def certify(
-    system_name: str, db_url: str | None, seed: int | None, case_ids: tuple[str, ...],
-    report_dir: Path, worker_deadline: float, keep_workdir: bool,
+    *,
+    system_name: str,
+    db_url: str | None,
+    seed: int | None,
+    case_ids: tuple[str, ...],
+    report_dir: Path,
+    worker_deadline: float,
+    keep_workdir: bool,
 ) -> None:
     """Crash the system once at every boundary (plus a baseline) and check every invariant."""
     from harness import _db, report, systems
@@ -59,12 +88,17 @@ def certify(
         url = _db.normalise_url(db_url) if db_url else None
         cases = [CaseSpec.parse(c) for c in case_ids] or None
         settings = CampaignSettings(
-            system=system, seed=seed if seed is not None else secrets.randbelow(2**31),
-            db_url=url, cases=cases, worker_deadline_s=worker_deadline,
+            system=system,
+            seed=seed if seed is not None else secrets.randbelow(2**31),
+            db_url=url,
+            cases=cases,
+            worker_deadline_s=worker_deadline,
             keep_workdir=keep_workdir,
         )
-        click.echo(f"certify {system.name} · seed {settings.seed} · "
-                   f"db {'postgresql' if url and url.startswith('postgresql') else 'sqlite'}")
+        click.echo(
+            f"certify {system.name} · seed {settings.seed} · "
+            f"db {'postgresql' if url and url.startswith('postgresql') else 'sqlite'}"
+        )
 
         def show(case: CaseResult) -> None:
             mark = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? "}[case.verdict.value]

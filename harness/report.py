@@ -46,9 +46,9 @@ def to_json(result: CampaignResult) -> dict[str, Any]:
 
 def summarise(result: CampaignResult) -> dict[str, Any]:
     verdicts = [c.verdict for c in result.cases]
-    violated = sorted({
-        name for c in result.cases for name, r in c.invariants.items() if r.status is Status.FAIL
-    })
+    violated = sorted(
+        {name for c in result.cases for name, r in c.invariants.items() if r.status is Status.FAIL}
+    )
     return {
         "cases": len(verdicts),
         "passed": verdicts.count(Status.PASS),
@@ -96,18 +96,23 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     if s["invariants_violated"]:
-        lines += ["Invariants violated: " + ", ".join(f"`{n}`" for n in s["invariants_violated"]),
-                  ""]
+        lines += [
+            "Invariants violated: " + ", ".join(f"`{n}`" for n in s["invariants_violated"]),
+            "",
+        ]
     names = s["invariants_checked"]
     symbol = {"pass": "✅", "fail": "❌", "unknown": "⚠️"}
     lines.append("| case | verdict | " + " | ".join(names) + " | accepted/intended |")
     lines.append("|---|---|" + "---|" * len(names) + "---|")
     for case in report["cases"]:
-        cells = [symbol[case["invariants"][n]["status"]] if n in case["invariants"] else "–"
-                 for n in names]
+        cells = [
+            symbol[case["invariants"][n]["status"]] if n in case["invariants"] else "-"
+            for n in names
+        ]
         fx = case["effects"]
         lines.append(
-            f"| `{case['id']}` | {case['verdict']} | " + " | ".join(cells)
+            f"| `{case['id']}` | {case['verdict']} | "
+            + " | ".join(cells)
             + f" | {fx['accepted']}/{fx['intended']} |"
         )
     lines.append("")
@@ -123,9 +128,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- note: {note}")
         lines += ["", "Replay:", "", "```sh", case["replay"], "```", ""]
     if s["boundaries_uncovered"]:
-        lines += ["## Coverage gap", "",
-                  "No crash landed on: " + ", ".join(f"`{b}`" for b in s["boundaries_uncovered"]),
-                  ""]
+        lines += [
+            "## Coverage gap",
+            "",
+            "No crash landed on: " + ", ".join(f"`{b}`" for b in s["boundaries_uncovered"]),
+            "",
+        ]
     return "\n".join(lines)
 
 

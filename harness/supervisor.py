@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ STDERR_TAIL_CHARS = 4000
 _PR_SET_PDEATHSIG = 1
 
 
-class OutcomeKind(str, Enum):
+class OutcomeKind(StrEnum):
     """How one worker incarnation ended."""
 
     COMPLETED = "completed"
@@ -140,22 +140,34 @@ class Supervisor:
             raise SupervisorError(f"cannot fork worker {name}: {exc}") from exc
         if pid == 0:  # pragma: no cover - runs in the child, which never returns
             self._child(
-                target, parent=parent, name=name, arms=arms, trace_path=trace_path,
-                stdout_path=stdout_path, stderr_path=stderr_path,
+                target,
+                parent=parent,
+                name=name,
+                arms=arms,
+                trace_path=trace_path,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
             )
         # Both sides set the group, so a signal sent right after fork cannot miss it.
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)
         worker = RunningWorker(name, pid, time.time(), stderr_path, arms)
         self._live[pid] = worker
-        trace.append(trace_path, event="spawn", worker=name, pid=pid,
-                     arms=[a.to_json() for a in arms])
+        trace.append(
+            trace_path, event="spawn", worker=name, pid=pid, arms=[a.to_json() for a in arms]
+        )
         return worker
 
     @staticmethod
     def _child(
-        target: Callable[[], None], *, parent: int, name: str, arms: list[Arm],
-        trace_path: Path, stdout_path: Path, stderr_path: Path,
+        target: Callable[[], None],
+        *,
+        parent: int,
+        name: str,
+        arms: list[Arm],
+        trace_path: Path,
+        stdout_path: Path,
+        stderr_path: Path,
     ) -> None:  # pragma: no cover - child side
         code = 0
         try:
@@ -200,9 +212,15 @@ class Supervisor:
             os.close(pidfd)
         ended = time.time()
         outcome = self._classify(worker, status, trace_path, ended, stack_dump)
-        trace.append(trace_path, event="exit", worker=worker.name, pid=worker.pid,
-                     outcome=outcome.kind.value, signal=outcome.signal,
-                     exit_code=outcome.exit_code)
+        trace.append(
+            trace_path,
+            event="exit",
+            worker=worker.name,
+            pid=worker.pid,
+            outcome=outcome.kind.value,
+            signal=outcome.signal,
+            exit_code=outcome.exit_code,
+        )
         return outcome
 
     def _dump_and_kill(self, worker: RunningWorker, pidfd: int) -> str:
@@ -213,39 +231,63 @@ class Supervisor:
         if not ready:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(worker.pid, signal.SIGKILL)
-        return _read_text(worker.stderr_path)[len(before):]
+        return _read_text(worker.stderr_path)[len(before) :]
 
     def _classify(
-        self, worker: RunningWorker, status: int, trace_path: Path, ended: float,
+        self,
+        worker: RunningWorker,
+        status: int,
+        trace_path: Path,
+        ended: float,
         stack_dump: str | None,
     ) -> WorkerOutcome:
         stderr_tail = _read_text(worker.stderr_path)[-STDERR_TAIL_CHARS:]
         common: dict[str, Any] = {
-            "worker": worker.name, "pid": worker.pid, "started_at": worker.started_at,
-            "ended_at": ended, "stderr_tail": stderr_tail, "stack_dump": stack_dump,
+            "worker": worker.name,
+            "pid": worker.pid,
+            "started_at": worker.started_at,
+            "ended_at": ended,
+            "stderr_tail": stderr_tail,
+            "stack_dump": stack_dump,
         }
         if stack_dump is not None:
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-            return WorkerOutcome(kind=OutcomeKind.HUNG, exit_code=None,
-                                 signal=_signame(sig), boundary=None, hit=None, **common)
+            return WorkerOutcome(
+                kind=OutcomeKind.HUNG,
+                exit_code=None,
+                signal=_signame(sig),
+                boundary=None,
+                hit=None,
+                **common,
+            )
         if os.WIFEXITED(status):
             code = os.WEXITSTATUS(status)
             kind = OutcomeKind.COMPLETED if code == 0 else OutcomeKind.DIED
-            return WorkerOutcome(kind=kind, exit_code=code, signal=None, boundary=None,
-                                 hit=None, **common)
+            return WorkerOutcome(
+                kind=kind, exit_code=code, signal=None, boundary=None, hit=None, **common
+            )
         sig = os.WTERMSIG(status)
         crash = next(
-            (ev for ev in reversed(trace.read(trace_path))
-             if ev.pid == worker.pid and ev.event == "crash"),
+            (
+                ev
+                for ev in reversed(trace.read(trace_path))
+                if ev.pid == worker.pid and ev.event == "crash"
+            ),
             None,
         )
         if sig == signal.SIGKILL and crash is not None:
-            return WorkerOutcome(kind=OutcomeKind.CRASHED_AS_PLANNED, exit_code=None,
-                                 signal="SIGKILL", boundary=crash.boundary, hit=crash.hit,
-                                 **common)
+            return WorkerOutcome(
+                kind=OutcomeKind.CRASHED_AS_PLANNED,
+                exit_code=None,
+                signal="SIGKILL",
+                boundary=crash.boundary,
+                hit=crash.hit,
+                **common,
+            )
         kind = OutcomeKind.KILLED_UNPLANNED if sig == signal.SIGKILL else OutcomeKind.DIED
-        return WorkerOutcome(kind=kind, exit_code=None, signal=_signame(sig), boundary=None,
-                             hit=None, **common)
+        return WorkerOutcome(
+            kind=kind, exit_code=None, signal=_signame(sig), boundary=None, hit=None, **common
+        )
 
     def kill_all(self) -> None:
         """SIGKILL every process group this supervisor started and reap it."""

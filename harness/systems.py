@@ -69,8 +69,7 @@ def resolve(name: str) -> System:
         found = getattr(module, attr, None)
         if not isinstance(found, System):
             raise UnknownSystemError(
-                f"--system: {name!r} is not a harness.systems.System "
-                f"(got {type(found).__name__})"
+                f"--system: {name!r} is not a harness.systems.System (got {type(found).__name__})"
             )
         return found
     raise UnknownSystemError(

@@ -27,7 +27,10 @@ class TraceEvent:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "t": self.t, "event": self.event, "worker": self.worker, "pid": self.pid,
+            "t": self.t,
+            "event": self.event,
+            "worker": self.worker,
+            "pid": self.pid,
         }
         if self.boundary is not None:
             data["boundary"] = self.boundary

@@ -61,14 +61,21 @@ def build_workload(seed: int, *, runs: int = 3, destinations_per_topic: int = 2)
         )
         for i in range(runs)
     )
-    dropped, refused = rng.sample(
-        [(s.run_id, d) for s in specs for d in roster[s.topic]], k=2
-    )
+    dropped, refused = rng.sample([(s.run_id, d) for s in specs for d in roster[s.topic]], k=2)
     faults = (
-        {"fault": "accept_then_drop",
-         "match": {"run_id": dropped[0], "destination": dropped[1]}, "nth": 1, "times": 1},
-        {"fault": "status", "status": 503,
-         "match": {"run_id": refused[0], "destination": refused[1]}, "nth": 1, "times": 1},
+        {
+            "fault": "accept_then_drop",
+            "match": {"run_id": dropped[0], "destination": dropped[1]},
+            "nth": 1,
+            "times": 1,
+        },
+        {
+            "fault": "status",
+            "status": 503,
+            "match": {"run_id": refused[0], "destination": refused[1]},
+            "nth": 1,
+            "times": 1,
+        },
     )
     return Workload(seed=seed, runs=specs, roster=roster, provider_faults=faults)
 
@@ -80,5 +87,10 @@ def seed_database(engine: Engine, workload: Workload) -> None:
             for dest in destinations:
                 s.add(RosterEntry(topic=topic, destination=dest))
         for run in workload.runs:
-            s.add(RunRequest(run_id=run.run_id, topic=run.topic,
-                             input_payload=json.dumps(run.payload, sort_keys=True)))
+            s.add(
+                RunRequest(
+                    run_id=run.run_id,
+                    topic=run.topic,
+                    input_payload=json.dumps(run.payload, sort_keys=True),
+                )
+            )

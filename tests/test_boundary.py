@@ -95,7 +95,10 @@ def test_exec_worker_is_armed_through_the_environment(tmp_path: Path) -> None:
 
 def test_import_harness_is_light() -> None:
     """Importing harness for boundary() must not pull in SQLAlchemy or requests."""
-    code = "import sys, harness; print(sorted(m for m in ('sqlalchemy','requests') if m in sys.modules))"
+    code = (
+        "import sys, harness; "
+        "print(sorted(m for m in ('sqlalchemy', 'requests') if m in sys.modules))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout

@@ -23,8 +23,9 @@ MUTANTS = {
 
 def test_reference_certifies_clean_at_every_boundary(db_url: str | None, tmp_path: Path) -> None:
     """Baseline plus a crash at each of the 11 boundaries: every case passes, all covered."""
-    settings = CampaignSettings(system=systems.resolve("reference"), seed=7, db_url=db_url,
-                                workdir=tmp_path)
+    settings = CampaignSettings(
+        system=systems.resolve("reference"), seed=7, db_url=db_url, workdir=tmp_path
+    )
     result = run_campaign(settings)
     report = to_json(result)
     assert [c["verdict"] for c in report["cases"]] == ["pass"] * 12, report
@@ -45,8 +46,7 @@ def test_each_mutant_is_caught_by_its_invariant(
     """A broken worker fails certify, and the invariant it breaks is among those named."""
     system = systems.resolve(f"mutant:{mutant}")
     assert system.expected_violation == invariant
-    result = run_campaign(CampaignSettings(system=system, seed=7, db_url=db_url,
-                                           workdir=tmp_path))
+    result = run_campaign(CampaignSettings(system=system, seed=7, db_url=db_url, workdir=tmp_path))
     failed = [c for c in result.cases if c.verdict is Status.FAIL]
     assert failed
     fired = {n for c in failed for n, r in c.invariants.items() if r.status is Status.FAIL}
@@ -60,21 +60,27 @@ def test_replay_reproduces_the_verdict(tmp_path: Path) -> None:
     system = systems.resolve("mutant:transcript_rebuild")
     case = CaseSpec.parse("crash@after_delivery_enqueue#1")
     runs = [
-        run_campaign(CampaignSettings(system=system, seed=11, cases=[case],
-                                      workdir=tmp_path / str(i))).cases[0]
+        run_campaign(
+            CampaignSettings(system=system, seed=11, cases=[case], workdir=tmp_path / str(i))
+        ).cases[0]
         for i in range(2)
     ]
     assert runs[0].verdict is runs[1].verdict is Status.FAIL
-    assert runs[0].invariants["no_restart_duplicates"].summary == \
-        runs[1].invariants["no_restart_duplicates"].summary
+    assert (
+        runs[0].invariants["no_restart_duplicates"].summary
+        == runs[1].invariants["no_restart_duplicates"].summary
+    )
     assert runs[0].replay == runs[1].replay
     assert "--case crash@after_delivery_enqueue#1" in runs[0].replay.replace("'", "")
 
 
 def test_worker_that_dies_on_its_own_is_inconclusive_with_stderr(tmp_path: Path) -> None:
     """A worker crash the harness did not cause is never a pass: unknown, with its stderr."""
-    result = run_campaign(CampaignSettings(system=_systems.DIES, seed=3,
-                                           cases=[CaseSpec(fault="none")], workdir=tmp_path))
+    result = run_campaign(
+        CampaignSettings(
+            system=_systems.DIES, seed=3, cases=[CaseSpec(fault="none")], workdir=tmp_path
+        )
+    )
     case = result.cases[0]
     assert case.verdict is not Status.PASS
     assert case.workers[0].kind.value == "died"
@@ -83,8 +89,15 @@ def test_worker_that_dies_on_its_own_is_inconclusive_with_stderr(tmp_path: Path)
 
 def test_hung_worker_is_reported_with_its_stack(tmp_path: Path) -> None:
     """A worker that never finishes is killed at its deadline and reported hung with a stack."""
-    result = run_campaign(CampaignSettings(system=_systems.HANGS, seed=3, worker_deadline_s=1.0,
-                                           cases=[CaseSpec(fault="none")], workdir=tmp_path))
+    result = run_campaign(
+        CampaignSettings(
+            system=_systems.HANGS,
+            seed=3,
+            worker_deadline_s=1.0,
+            cases=[CaseSpec(fault="none")],
+            workdir=tmp_path,
+        )
+    )
     case = result.cases[0]
     assert case.workers[0].kind.value == "hung"
     assert "_hangs" in (case.workers[0].stack_dump or "")
@@ -93,8 +106,11 @@ def test_hung_worker_is_reported_with_its_stack(tmp_path: Path) -> None:
 
 def test_silent_loss_is_flagged(tmp_path: Path) -> None:
     """A worker that commits but never delivers exits 0 and still fails no_silent_loss."""
-    result = run_campaign(CampaignSettings(system=_systems.LOSES, seed=3,
-                                           cases=[CaseSpec(fault="none")], workdir=tmp_path))
+    result = run_campaign(
+        CampaignSettings(
+            system=_systems.LOSES, seed=3, cases=[CaseSpec(fault="none")], workdir=tmp_path
+        )
+    )
     case = result.cases[0]
     assert case.workers[0].kind.value == "completed"
     assert case.invariants["no_silent_loss"].status is Status.FAIL
@@ -104,8 +120,13 @@ def test_silent_loss_is_flagged(tmp_path: Path) -> None:
 def test_unknown_boundary_is_bad_input_listing_the_known_ones() -> None:
     """Arming a boundary the system does not declare is refused before anything runs."""
     with pytest.raises(UnknownBoundaryError, match="after_claim"):
-        run_campaign(CampaignSettings(system=systems.resolve("reference"), seed=1,
-                                      cases=[CaseSpec.parse("crash@after_clam#1")]))
+        run_campaign(
+            CampaignSettings(
+                system=systems.resolve("reference"),
+                seed=1,
+                cases=[CaseSpec.parse("crash@after_clam#1")],
+            )
+        )
 
 
 def test_malformed_case_id_is_bad_input() -> None:

@@ -18,8 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
-        text=True, timeout=300, check=False,
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -39,24 +44,49 @@ def test_boundaries_lists_the_eleven() -> None:
 
 def test_certify_reference_case_exits_0_and_writes_both_reports(tmp_path: Path) -> None:
     """A passing case exits 0 and leaves report.json (v1 contract) and report.md."""
-    proc = _run("certify", "--seed", "5", "--case", "crash@after_provider_accept#1",
-                "--report-dir", "out", cwd=tmp_path)
+    proc = _run(
+        "certify",
+        "--seed",
+        "5",
+        "--case",
+        "crash@after_provider_accept#1",
+        "--report-dir",
+        "out",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert data["schema"] == "crash-harness/report/v1"
     assert {"seed", "system", "database", "cases", "summary"} <= set(data)
     case = data["cases"][0]
-    assert {"id", "fault", "boundary", "hit", "verdict", "invariants", "effects",
-            "replay"} <= set(case)
-    assert set(data["summary"]) >= {"cases", "passed", "failed", "unknown",
-                                    "boundaries_documented", "boundaries_covered"}
+    assert {"id", "fault", "boundary", "hit", "verdict", "invariants", "effects", "replay"} <= set(
+        case
+    )
+    assert set(data["summary"]) >= {
+        "cases",
+        "passed",
+        "failed",
+        "unknown",
+        "boundaries_documented",
+        "boundaries_covered",
+    }
     assert "crash@after_provider_accept#1" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_mutant_exits_1_naming_the_invariant(tmp_path: Path) -> None:
     """A caught mutant exits 1 and names the broken invariant on the terminal and in the report."""
-    proc = _run("certify", "--system", "mutant:new_key_per_attempt", "--seed", "5",
-                "--case", "baseline", "--report-dir", "out", cwd=tmp_path)
+    proc = _run(
+        "certify",
+        "--system",
+        "mutant:new_key_per_attempt",
+        "--seed",
+        "5",
+        "--case",
+        "baseline",
+        "--report-dir",
+        "out",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "stable_idempotency_key" in proc.stdout
     assert "replay: crash-harness certify --system mutant:new_key_per_attempt" in proc.stdout
@@ -66,23 +96,47 @@ def test_mutant_exits_1_naming_the_invariant(tmp_path: Path) -> None:
 
 def test_replay_command_from_the_report_reproduces_the_failure(tmp_path: Path) -> None:
     """The replay line in a failing report, run as printed, fails the same way."""
-    first = _run("certify", "--system", "mutant:ack_before_send", "--seed", "9",
-                 "--case", "crash@after_ack#1", "--report-dir", "a", cwd=tmp_path)
+    first = _run(
+        "certify",
+        "--system",
+        "mutant:ack_before_send",
+        "--seed",
+        "9",
+        "--case",
+        "crash@after_ack#1",
+        "--report-dir",
+        "a",
+        cwd=tmp_path,
+    )
     assert first.returncode == 1
     replay = json.loads((tmp_path / "a" / "report.json").read_text())["cases"][0]["replay"]
-    args = replay.split()[1:] + ["--report-dir", "b"]
+    args = [*replay.split()[1:], "--report-dir", "b"]
     args = [a.strip("'") for a in args]
     again = _run(*args, cwd=tmp_path)
     assert again.returncode == 1
-    verdicts = [json.loads((tmp_path / d / "report.json").read_text())["cases"][0]["invariants"]
-                ["exactly_once_effect"]["status"] for d in ("a", "b")]
+    verdicts = [
+        json.loads((tmp_path / d / "report.json").read_text())["cases"][0]["invariants"][
+            "exactly_once_effect"
+        ]["status"]
+        for d in ("a", "b")
+    ]
     assert verdicts == ["fail", "fail"]
 
 
 def test_worker_dying_on_its_own_exits_3(tmp_path: Path) -> None:
     """Inconclusive (a worker died without being told to) exits 3, with its stderr shown."""
-    proc = _run("certify", "--system", "tests._systems:DIES", "--seed", "1", "--case",
-                "baseline", "--report-dir", "out", cwd=tmp_path)
+    proc = _run(
+        "certify",
+        "--system",
+        "tests._systems:DIES",
+        "--seed",
+        "1",
+        "--case",
+        "baseline",
+        "--report-dir",
+        "out",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "worker exploded on its own" in proc.stderr
 

@@ -36,9 +36,25 @@ def test_sigint_mid_campaign_leaves_no_process(tmp_path: Path) -> None:
     key, value = marker.split("=")
     env[key] = value
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "certify", "--system", "tests._systems:HANGS",
-         "--case", "baseline", "--seed", "1", "--report-dir", str(tmp_path / "r")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "certify",
+            "--system",
+            "tests._systems:HANGS",
+            "--case",
+            "baseline",
+            "--seed",
+            "1",
+            "--report-dir",
+            str(tmp_path / "r"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -58,5 +74,5 @@ def test_sigint_mid_campaign_leaves_no_process(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert "interrupted" in err
     left = [p for p in _processes_with(marker) if p != os.getpid()]
-    details = {p: open(f"/proc/{p}/status").read()[:300] for p in left}
+    details = {p: Path(f"/proc/{p}/status").read_text()[:300] for p in left}
     assert left == [], f"left behind: {details}"

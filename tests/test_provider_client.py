@@ -15,8 +15,9 @@ def _client() -> ProviderClient:
 
 
 def _send(client: ProviderClient) -> Answer:
-    result = client.send(key="k", destination="d", run_id="r", delivery_id="x", body="b",
-                         recognizer="c")
+    result = client.send(
+        key="k", destination="d", run_id="r", delivery_id="x", body="b", recognizer="c"
+    )
     return result.answer
 
 
@@ -25,8 +26,9 @@ def test_accepted_carries_the_provider_id_and_sends_key_and_credential() -> None
     """A 200 is accepted; the request carried the key and the bearer credential."""
     responses.post(f"{URL}/v1/messages", json={"id": "msg_1", "status": "accepted"})
     client = _client()
-    result = client.send(key="k1", destination="d", run_id="r", delivery_id="x", body="b",
-                         recognizer="c")
+    result = client.send(
+        key="k1", destination="d", run_id="r", delivery_id="x", body="b", recognizer="c"
+    )
     client.close()
     assert (result.answer, result.provider_message_id) == (Answer.ACCEPTED, "msg_1")
     sent = responses.calls[0].request
@@ -40,8 +42,9 @@ def test_throttle_and_server_errors_are_retryable_with_retry_after() -> None:
     responses.post(f"{URL}/v1/messages", status=429, headers={"Retry-After": "3"})
     responses.post(f"{URL}/v1/messages", status=503)
     client = _client()
-    first = client.send(key="k", destination="d", run_id="r", delivery_id="x", body="b",
-                        recognizer="c")
+    first = client.send(
+        key="k", destination="d", run_id="r", delivery_id="x", body="b", recognizer="c"
+    )
     assert (first.answer, first.retry_after_s) == (Answer.RETRYABLE, 3.0)
     assert _send(client) is Answer.RETRYABLE
     client.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from harness.names import SETTLED_STATES
@@ -17,7 +17,7 @@ from harness.names import SETTLED_STATES
 T = TypeVar("T")
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     UNKNOWN = "unknown"
@@ -83,9 +83,13 @@ class EffectRow:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "seq": self.seq, "destination": self.destination, "run_id": self.run_id,
-            "delivery_id": self.delivery_id, "idempotency_key": self.idempotency_key,
-            "outcome": self.outcome, "provider_message_id": self.provider_message_id,
+            "seq": self.seq,
+            "destination": self.destination,
+            "run_id": self.run_id,
+            "delivery_id": self.delivery_id,
+            "idempotency_key": self.idempotency_key,
+            "outcome": self.outcome,
+            "provider_message_id": self.provider_message_id,
             "fault": self.fault,
         }
 

@@ -30,7 +30,13 @@ def check(obs: Observation) -> CheckResult:
         if row.delivery_status == "delivered" and "delivered" not in seen:
             problems.append({"delivery_id": delivery_id, "problem": "no 'delivered' audit event"})
     if problems:
-        return CheckResult(Status.FAIL, f"{len(problems)} delivery record(s) lost or unaudited",
-                           {"problems": problems})
-    return CheckResult(Status.PASS, f"{len(rows)} ledger row(s), all audited",
-                       {"ledger_rows": len(rows), "audit_events": len(ledger.audit)})
+        return CheckResult(
+            Status.FAIL,
+            f"{len(problems)} delivery record(s) lost or unaudited",
+            {"problems": problems},
+        )
+    return CheckResult(
+        Status.PASS,
+        f"{len(rows)} ledger row(s), all audited",
+        {"ledger_rows": len(rows), "audit_events": len(ledger.audit)},
+    )

@@ -26,10 +26,10 @@ def check(obs: Observation) -> CheckResult:
     ]
     unbacked = [
         {
-            "delivery_id": row.delivery_id, "run_id": row.run_id,
-            "destination": row.destination, "accepted_effects": len(
-                accepted.get((row.run_id, row.destination), [])
-            ),
+            "delivery_id": row.delivery_id,
+            "run_id": row.run_id,
+            "destination": row.destination,
+            "accepted_effects": len(accepted.get((row.run_id, row.destination), [])),
         }
         for row in ledger.deliveries
         if row.delivery_status == "delivered"
@@ -43,11 +43,16 @@ def check(obs: Observation) -> CheckResult:
         if unbacked:
             parts.append(f"{len(unbacked)} 'delivered' row(s) without exactly one effect")
         return CheckResult(
-            Status.FAIL, "; ".join(parts),
-            {"duplicates": duplicates, "delivered_without_one_effect": unbacked,
-             "accepted_effects": total},
+            Status.FAIL,
+            "; ".join(parts),
+            {
+                "duplicates": duplicates,
+                "delivered_without_one_effect": unbacked,
+                "accepted_effects": total,
+            },
         )
     return CheckResult(
-        Status.PASS, f"{total} accepted effect(s), none repeated",
+        Status.PASS,
+        f"{total} accepted effect(s), none repeated",
         {"accepted_effects": total},
     )

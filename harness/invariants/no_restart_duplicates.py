@@ -17,14 +17,20 @@ def check(obs: Observation) -> CheckResult:
     for (run_id, dest), rows in sorted(by_identity(ledger.deliveries).items()):
         creators = {r.created_by for r in rows}
         if len(rows) > 1 and len(creators) > 1:
-            offending.append({
-                "run_id": run_id, "destination": dest,
-                "items": [
-                    {"delivery_id": r.delivery_id, "created_by": r.created_by,
-                     "status": r.delivery_status}
-                    for r in sorted(rows, key=lambda r: r.created_at)
-                ],
-            })
+            offending.append(
+                {
+                    "run_id": run_id,
+                    "destination": dest,
+                    "items": [
+                        {
+                            "delivery_id": r.delivery_id,
+                            "created_by": r.created_by,
+                            "status": r.delivery_status,
+                        }
+                        for r in sorted(rows, key=lambda r: r.created_at)
+                    ],
+                }
+            )
     if offending:
         return CheckResult(
             Status.FAIL,
@@ -32,5 +38,6 @@ def check(obs: Observation) -> CheckResult:
             "destination(s)",
             {"duplicated": offending},
         )
-    return CheckResult(Status.PASS, "no restart created a delivery item twice",
-                       {"workers": list(obs.workers)})
+    return CheckResult(
+        Status.PASS, "no restart created a delivery item twice", {"workers": list(obs.workers)}
+    )

@@ -20,19 +20,26 @@ def check(obs: Observation) -> CheckResult:
         for dest in destinations:
             rows = groups.get((run_id, dest), [])
             if not rows:
-                why = "no delivery row" if run_id in ledger.committed_runs else "run never committed"
+                why = (
+                    "no delivery row" if run_id in ledger.committed_runs else "run never committed"
+                )
                 lost.append({"run_id": run_id, "destination": dest, "why": why})
             elif not any(r.settled for r in rows):
-                lost.append({
-                    "run_id": run_id, "destination": dest,
-                    "why": "never settled",
-                    "states": {r.delivery_id: r.delivery_status for r in rows},
-                })
+                lost.append(
+                    {
+                        "run_id": run_id,
+                        "destination": dest,
+                        "why": "never settled",
+                        "states": {r.delivery_id: r.delivery_status for r in rows},
+                    }
+                )
     intended = sum(len(d) for d in obs.intended.values())
     if lost:
         return CheckResult(
-            Status.FAIL, f"{len(lost)} of {intended} intended delivery(ies) silently lost",
+            Status.FAIL,
+            f"{len(lost)} of {intended} intended delivery(ies) silently lost",
             {"lost": lost},
         )
-    return CheckResult(Status.PASS, f"all {intended} intended deliveries settled",
-                       {"intended": intended})
+    return CheckResult(
+        Status.PASS, f"all {intended} intended deliveries settled", {"intended": intended}
+    )

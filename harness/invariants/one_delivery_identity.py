@@ -21,13 +21,22 @@ def check(obs: Observation) -> CheckResult:
                 wrong.append({"run_id": run_id, "destination": dest, "delivery_ids": ids})
         for (r, dest), rows in sorted(groups.items()):
             if r == run_id and dest not in intended:
-                wrong.append({"run_id": run_id, "destination": dest, "unintended": True,
-                              "delivery_ids": [x.delivery_id for x in rows]})
+                wrong.append(
+                    {
+                        "run_id": run_id,
+                        "destination": dest,
+                        "unintended": True,
+                        "delivery_ids": [x.delivery_id for x in rows],
+                    }
+                )
     if wrong:
         return CheckResult(
-            Status.FAIL, f"{len(wrong)} (run, destination) pair(s) without exactly one identity",
+            Status.FAIL,
+            f"{len(wrong)} (run, destination) pair(s) without exactly one identity",
             {"pairs": wrong},
         )
-    return CheckResult(Status.PASS,
-                       f"{len(ledger.committed_runs)} committed run(s), one identity each",
-                       {"committed_runs": len(ledger.committed_runs)})
+    return CheckResult(
+        Status.PASS,
+        f"{len(ledger.committed_runs)} committed run(s), one identity each",
+        {"committed_runs": len(ledger.committed_runs)},
+    )

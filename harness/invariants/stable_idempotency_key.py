@@ -29,13 +29,13 @@ def check(obs: Observation) -> CheckResult:
     for delivery_id, keys in sorted(sent.items()):
         expected = frozen.get(delivery_id)
         if len(keys) > 1:
-            unstable.append(
-                {"delivery_id": delivery_id, "keys_sent": keys, "ledger_key": expected}
-            )
+            unstable.append({"delivery_id": delivery_id, "keys_sent": keys, "ledger_key": expected})
     if unstable:
         return CheckResult(
-            Status.FAIL, f"{len(unstable)} delivery(ies) sent with more than one key",
+            Status.FAIL,
+            f"{len(unstable)} delivery(ies) sent with more than one key",
             {"unstable": unstable},
         )
-    return CheckResult(Status.PASS, f"{len(sent)} delivery(ies) each used one key",
-                       {"deliveries_sent": len(sent)})
+    return CheckResult(
+        Status.PASS, f"{len(sent)} delivery(ies) each used one key", {"deliveries_sent": len(sent)}
+    )

@@ -27,8 +27,12 @@ class AckBeforeSendWorker(ReferenceWorker):
         boundary("after_ack")
         self.cleanup(claim)
         result = self.provider.send(
-            key=claim.idempotency_key, destination=claim.destination, run_id=claim.run_id,
-            delivery_id=claim.delivery_id, body=claim.body, recognizer=claim.recognizer,
+            key=claim.idempotency_key,
+            destination=claim.destination,
+            run_id=claim.run_id,
+            delivery_id=claim.delivery_id,
+            body=claim.body,
+            recognizer=claim.recognizer,
         )
         boundary("after_provider_accept")
         del result  # the outcome no longer matters to this worker: it already said "done"
@@ -37,5 +41,7 @@ class AckBeforeSendWorker(ReferenceWorker):
 
 def system() -> System:
     return mutant_system(
-        "ack_before_send", AckBeforeSendWorker, expected_violation="exactly_once_effect",
+        "ack_before_send",
+        AckBeforeSendWorker,
+        expected_violation="exactly_once_effect",
     )

@@ -23,6 +23,7 @@ class NewKeyPerAttemptWorker(ReferenceWorker):
 
 def system() -> System:
     return mutant_system(
-        "new_key_per_attempt", NewKeyPerAttemptWorker,
+        "new_key_per_attempt",
+        NewKeyPerAttemptWorker,
         expected_violation="stable_idempotency_key",
     )

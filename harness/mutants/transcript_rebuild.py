@@ -58,6 +58,8 @@ def _prepare(engine: Engine) -> None:
 
 def system() -> System:
     return mutant_system(
-        "transcript_rebuild", TranscriptRebuildWorker,
-        expected_violation="no_restart_duplicates", prepare=_prepare,
+        "transcript_rebuild",
+        TranscriptRebuildWorker,
+        expected_violation="no_restart_duplicates",
+        prepare=_prepare,
     )

@@ -32,7 +32,6 @@ from harness.reference.schema import (
 from harness.worker_config import WorkerConfig
 
 
-
 def delivery_identity(run_id: str, destination: str) -> str:
     """The durable identity of a delivery: derived from what it is, never from an attempt."""
     digest = hashlib.sha256(f"{run_id}\x1f{destination}".encode()).hexdigest()
@@ -269,7 +268,9 @@ class Ledger:
 
     # -- fenced updates ---------------------------------------------------------------------
 
-    def _fenced(self, claim: Claim, event: str, detail: dict[str, object] | None, **values: object) -> None:
+    def _fenced(
+        self, claim: Claim, event: str, detail: dict[str, object] | None, **values: object
+    ) -> None:
         with Session(self.engine) as s, s.begin():
             result = s.execute(
                 update(Delivery)
@@ -301,36 +302,58 @@ class Ledger:
 
     def persist_accepted(self, claim: Claim, provider_message_id: str, *, how: str) -> None:
         self._fenced(
-            claim, how, {"provider_message_id": provider_message_id},
-            provider_message_id=provider_message_id, last_error=None,
+            claim,
+            how,
+            {"provider_message_id": provider_message_id},
+            provider_message_id=provider_message_id,
+            last_error=None,
         )
 
     def persist_unknown(self, claim: Claim, error: str, *, retry_in: float) -> None:
         self._fenced(
-            claim, "unknown", {"error": error},
-            delivery_status="unknown", last_error=error, lease_owner=None,
-            lease_expires_at=None, next_attempt_at=self.now() + retry_in,
+            claim,
+            "unknown",
+            {"error": error},
+            delivery_status="unknown",
+            last_error=error,
+            lease_owner=None,
+            lease_expires_at=None,
+            next_attempt_at=self.now() + retry_in,
         )
 
     def persist_retry(self, claim: Claim, error: str, *, retry_in: float) -> None:
         self._fenced(
-            claim, "retry_scheduled", {"error": error, "retry_in": retry_in},
-            delivery_status="pending", last_error=error, lease_owner=None,
-            lease_expires_at=None, next_attempt_at=self.now() + retry_in,
+            claim,
+            "retry_scheduled",
+            {"error": error, "retry_in": retry_in},
+            delivery_status="pending",
+            last_error=error,
+            lease_owner=None,
+            lease_expires_at=None,
+            next_attempt_at=self.now() + retry_in,
         )
 
     def persist_terminal(self, claim: Claim, status: str, reason: str) -> None:
         """Settle as failed or review: no more automatic attempts."""
         self._fenced(
-            claim, status, {"reason": reason},
-            delivery_status=status, last_error=reason, lease_owner=None, lease_expires_at=None,
+            claim,
+            status,
+            {"reason": reason},
+            delivery_status=status,
+            last_error=reason,
+            lease_owner=None,
+            lease_expires_at=None,
         )
 
     def acknowledge(self, claim: Claim) -> None:
         self._fenced(
-            claim, "delivered", None,
-            delivery_status="delivered", acknowledged_at=self.now(),
-            lease_owner=None, lease_expires_at=None,
+            claim,
+            "delivered",
+            None,
+            delivery_status="delivered",
+            acknowledged_at=self.now(),
+            lease_owner=None,
+            lease_expires_at=None,
         )
 
     def cleanup(self, delivery_id: str) -> None:
@@ -344,7 +367,12 @@ class Ledger:
     # -- audit ------------------------------------------------------------------------------
 
     def _audit(
-        self, s: Session, row: Delivery, event: str, *, epoch: int,
+        self,
+        s: Session,
+        row: Delivery,
+        event: str,
+        *,
+        epoch: int,
         detail: dict[str, object] | None = None,
     ) -> None:
         s.execute(

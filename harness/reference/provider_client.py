@@ -50,7 +50,13 @@ class ProviderClient:
         self.session.close()
 
     def send(
-        self, *, key: str, destination: str, run_id: str, delivery_id: str, body: str,
+        self,
+        *,
+        key: str,
+        destination: str,
+        run_id: str,
+        delivery_id: str,
+        body: str,
         recognizer: str,
     ) -> SendResult:
         payload = {

@@ -27,18 +27,28 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
             frozen.setdefault(run_id, []).append(dest)
         deliveries = tuple(
             DeliveryRow(
-                delivery_id=d.delivery_id, run_id=d.run_id, destination=d.destination,
-                delivery_status=d.delivery_status, idempotency_key=d.idempotency_key,
-                provider_message_id=d.provider_message_id, attempt_count=d.attempt_count,
-                created_by=d.created_by, created_at=d.created_at,
+                delivery_id=d.delivery_id,
+                run_id=d.run_id,
+                destination=d.destination,
+                delivery_status=d.delivery_status,
+                idempotency_key=d.idempotency_key,
+                provider_message_id=d.provider_message_id,
+                attempt_count=d.attempt_count,
+                created_by=d.created_by,
+                created_at=d.created_at,
             )
             for d in s.scalars(select(Delivery).order_by(Delivery.created_at)).all()
         )
         queue = frozenset(s.scalars(select(QueueItem.delivery_id)).all())
         audit = tuple(
             AuditRow(
-                event_id=a.event_id, delivery_id=a.delivery_id, run_id=a.run_id,
-                event=a.event, worker=a.worker, at=a.at, idempotency_key=a.idempotency_key,
+                event_id=a.event_id,
+                delivery_id=a.delivery_id,
+                run_id=a.run_id,
+                event=a.event,
+                worker=a.worker,
+                at=a.at,
+                idempotency_key=a.idempotency_key,
             )
             for a in s.scalars(select(AuditEvent).order_by(AuditEvent.event_id)).all()
         )

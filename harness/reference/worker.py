@@ -163,9 +163,7 @@ class ReferenceWorker:
             boundary("after_response_persisted")
             self.finish(claim)
         elif result.answer is Answer.UNKNOWN:
-            self.ledger.persist_unknown(
-                claim, result.detail, retry_in=self.config.backoff(attempt)
-            )
+            self.ledger.persist_unknown(claim, result.detail, retry_in=self.config.backoff(attempt))
             boundary("after_response_persisted")
         elif result.answer is Answer.RETRYABLE:
             delay = max(self.config.backoff(attempt), result.retry_after_s or 0.0)

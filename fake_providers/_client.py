@@ -1,0 +1,124 @@
+"""``AdminClient``: what tests and the harness use to inspect and steer a running provider.
+
+It speaks only the admin API (``/_admin/*``) and returns typed ``Effect`` records, so
+callers count what the provider actually received instead of parsing JSON by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import requests
+
+from fake_providers._errors import ProviderError
+from fake_providers._records import ACCEPTED_OUTCOMES, Effect, FaultRule
+
+FilterValue = str | int | Sequence[str]
+
+
+def _params(filters: dict[str, FilterValue]) -> list[tuple[str, str]]:
+    """Query parameters; a sequence value becomes a repeated parameter (OR-ed)."""
+    params: list[tuple[str, str]] = []
+    for name, value in filters.items():
+        if isinstance(value, str | int):
+            params.append((name, str(value)))
+        else:
+            params.extend((name, str(v)) for v in value)
+    return params
+
+
+class AdminClient:
+    """Admin API of one provider at ``url``, authenticated with ``admin_token``."""
+
+    def __init__(self, url: str, admin_token: str, *, timeout_s: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._session = requests.Session()
+        self._session.headers["X-Admin-Token"] = admin_token
+
+    def __repr__(self) -> str:
+        return f"AdminClient({self.url!r})"
+
+    def close(self) -> None:
+        """Close the underlying HTTP session."""
+        self._session.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: list[tuple[str, str]] | None = None,
+    ) -> Any:
+        try:
+            with self._session.request(
+                method, self.url + path, json=json, params=params, timeout=self._timeout_s
+            ) as response:
+                if response.status_code != 200:
+                    raise ProviderError(
+                        f"{method} {path} -> {response.status_code}: {response.text.strip()}"
+                    )
+                return response.json()
+        except requests.RequestException as exc:
+            raise ProviderError(f"{method} {path} failed: {exc}") from exc
+
+    def health(self) -> dict[str, Any]:
+        """``{"ok": true, "epoch": N}``."""
+        result: dict[str, Any] = self._call("GET", "/_admin/health")
+        return result
+
+    def effects(self, **filters: FilterValue) -> list[Effect]:
+        """Log records ordered by seq. Filters: epoch (int or "all"; default current),
+        destination, run_id, delivery_id, idempotency_key, recognizer, outcome, credential_id,
+        fault;
+        a list value matches any of its items."""
+        data = self._call("GET", "/_admin/effects", params=_params(filters))
+        return [Effect.from_json(item) for item in data["effects"]]
+
+    def accepted(self, **filters: FilterValue) -> list[Effect]:
+        """Records that created an effect (outcome fresh or expired_then_accepted)."""
+        if "outcome" in filters:
+            raise TypeError("accepted() fixes the outcome filter; use effects(outcome=...)")
+        return self.effects(**filters, outcome=list(ACCEPTED_OUTCOMES))
+
+    def assert_effects(self, n: int, **filters: FilterValue) -> list[Effect]:
+        """Assert exactly ``n`` records match ``filters``; return them."""
+        found = self.effects(**filters)
+        if len(found) != n:
+            shown = ", ".join(f"{k}={v!r}" for k, v in filters.items()) or "no filters"
+            lines = [f"expected {n} effect(s) matching {shown}, found {len(found)}:"]
+            lines += [f"  {effect.describe()}" for effect in found] or ["  (none)"]
+            raise AssertionError("\n".join(lines))
+        return found
+
+    def reset(self) -> int:
+        """Start a new epoch (and clear faults); return its number."""
+        epoch: int = self._call("POST", "/_admin/reset")["epoch"]
+        return epoch
+
+    def set_faults(self, rules: Sequence[FaultRule]) -> None:
+        """Replace the fault rules (their match counters start from zero)."""
+        self._call("POST", "/_admin/faults", json={"rules": [rule.to_json() for rule in rules]})
+
+    def clear_faults(self) -> None:
+        """Remove every fault rule."""
+        self._call("DELETE", "/_admin/faults")
+
+    def advance_clock(self, seconds: float) -> float:
+        """Move the provider clock forward; return the total offset in seconds."""
+        offset: float = self._call("POST", "/_admin/clock", json={"advance_s": seconds})["offset_s"]
+        return offset

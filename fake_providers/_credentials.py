@@ -1,0 +1,95 @@
+"""Worker credentials and the admin token: how they travel, how they are checked.
+
+Secrets reach the server only through environment variables (argv is visible to every
+user via ``ps``), are compared in constant time, and are never written anywhere by the
+server: the effect log stores only the credential *id*.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hmac
+import json
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from fake_providers._errors import ProviderError
+
+CREDENTIALS_ENV: Final = "CRASH_HARNESS_PROVIDER_CREDENTIALS"
+ADMIN_TOKEN_ENV: Final = "CRASH_HARNESS_PROVIDER_ADMIN_TOKEN"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """One worker identity: its id (logged), its secret (never logged) and scope globs."""
+
+    credential_id: str
+    secret: str
+    scope: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        # Keep the secret out of tracebacks and debug prints.
+        return f"Credential(credential_id={self.credential_id!r}, scope={self.scope!r})"
+
+    def allows(self, destination: str) -> bool:
+        """True if ``destination`` matches one of the scope globs (fnmatch, case-sensitive)."""
+        return any(fnmatch.fnmatchcase(destination, glob) for glob in self.scope)
+
+
+def new_secret() -> str:
+    """A fresh random secret, URL-safe, 256 bits."""
+    return secrets.token_urlsafe(32)
+
+
+def parse_credentials(text: str) -> dict[str, Credential]:
+    """Parse ``{"<id>": {"secret": "...", "scope": ["glob", ...]}}``; errors never echo secrets."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProviderError(f"{CREDENTIALS_ENV} is not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or not data:
+        raise ProviderError(f"{CREDENTIALS_ENV} must be a non-empty JSON object")
+    out: dict[str, Credential] = {}
+    for cred_id, spec in data.items():
+        if not isinstance(spec, dict):
+            raise ProviderError(f"credential {cred_id!r}: expected an object with secret and scope")
+        secret = spec.get("secret")
+        scope = spec.get("scope")
+        if not isinstance(secret, str) or not secret:
+            raise ProviderError(f"credential {cred_id!r}: 'secret' must be a non-empty string")
+        if not isinstance(scope, list) or not all(isinstance(g, str) for g in scope):
+            raise ProviderError(f"credential {cred_id!r}: 'scope' must be a list of glob strings")
+        out[cred_id] = Credential(credential_id=cred_id, secret=secret, scope=tuple(scope))
+    secrets_seen = [c.secret for c in out.values()]
+    if len(set(secrets_seen)) != len(secrets_seen):
+        raise ProviderError(f"{CREDENTIALS_ENV}: two credentials share one secret")
+    return out
+
+
+def dump_credentials(credentials: Mapping[str, tuple[str, list[str]]]) -> str:
+    """Serialise ``{id: (secret, scope)}`` into the JSON the server reads from the env."""
+    return json.dumps(
+        {
+            cid: {"secret": secret, "scope": list(scope)}
+            for cid, (secret, scope) in credentials.items()
+        }
+    )
+
+
+def find_credential(credentials: Mapping[str, Credential], presented: str) -> Credential | None:
+    """Return the credential whose secret equals ``presented`` (constant-time per candidate)."""
+    found: Credential | None = None
+    given = presented.encode()
+    for cred in credentials.values():
+        if hmac.compare_digest(cred.secret.encode(), given):
+            found = cred
+    return found
+
+
+def token_matches(expected: str, presented: str | None) -> bool:
+    """Constant-time comparison of the admin token."""
+    if presented is None:
+        return False
+    return hmac.compare_digest(expected.encode(), presented.encode())

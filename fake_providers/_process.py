@@ -1,0 +1,269 @@
+"""``ProviderProcess``: run a fake provider as a real subprocess the harness can kill.
+
+Out of process on purpose: the provider must keep its own state (and its durable log) while
+workers are SIGKILLed, and tests can SIGKILL the provider itself and restart it on the same
+log. Readiness comes from the one JSON line the server prints, read with ``select`` and a
+deadline, so a server that dies or hangs at start fails fast with its stderr attached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from fake_providers._client import AdminClient
+from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, dump_credentials
+from fake_providers._errors import ProviderError, ProviderStartError
+from fake_providers._presets import get_preset
+from fake_providers._server import check_host
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_STDERR_TAIL_BYTES = 8_000
+
+
+class ProviderProcess:
+    """A running ``python -m fake_providers serve`` subprocess. Use ``ProviderProcess.start``.
+
+    Attributes: ``url``, ``pid``, ``log_path``, ``stderr_path``, ``credentials``
+    (``{id: (secret, scope)}``) and ``admin`` (an ``AdminClient``; replaced on restart).
+    """
+
+    url: str
+    pid: int
+    admin: AdminClient
+
+    def __init__(
+        self,
+        *,
+        log_path: Path,
+        preset: str,
+        credentials: Mapping[str, tuple[str, list[str]]],
+        admin_token: str,
+        window_s: float | None,
+        host: str,
+        startup_timeout_s: float,
+        stop_timeout_s: float = 5.0,
+    ) -> None:
+        self.log_path = Path(log_path)
+        self.stderr_path = self.log_path.with_name(self.log_path.name + ".stderr")
+        self.preset = preset
+        self.credentials: dict[str, tuple[str, list[str]]] = {
+            cid: (secret, list(scope)) for cid, (secret, scope) in credentials.items()
+        }
+        self.window_s = window_s
+        self.host = host
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self._admin_token = admin_token
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"ProviderProcess({self.preset!r}, url={getattr(self, 'url', None)!r}, {state})"
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        log_path: Path,
+        preset: str = "payments",
+        credentials: dict[str, tuple[str, list[str]]] | None = None,
+        window_s: float | None = None,
+        startup_timeout_s: float = 15,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> ProviderProcess:
+        """Start a provider and wait until it is listening.
+
+        ``credentials`` maps credential id to ``(secret, scope globs)``; ``None`` creates one
+        random credential ``"worker"`` with scope ``["*"]``. Raises ``ProviderStartError``
+        (with the server's stderr) if it exits or is not ready within ``startup_timeout_s``.
+        """
+        try:
+            get_preset(preset)
+            check_host(host)
+        except ProviderError as exc:
+            raise ProviderStartError(str(exc)) from None
+        if credentials is None:
+            credentials = {"worker": (secrets.token_urlsafe(32), ["*"])}
+        process = cls(
+            log_path=log_path,
+            preset=preset,
+            credentials=credentials,
+            admin_token=secrets.token_urlsafe(32),
+            window_s=window_s,
+            host=host,
+            startup_timeout_s=startup_timeout_s,
+        )
+        process._spawn(port)
+        return process
+
+    # -- convenience --------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def port(self) -> int:
+        """The TCP port currently (or last) served."""
+        port = urlsplit(self.url).port
+        assert port is not None
+        return port
+
+    @property
+    def admin_token(self) -> str:
+        """The admin token (sent as ``X-Admin-Token``)."""
+        return self._admin_token
+
+    def secret(self, credential_id: str = "worker") -> str:
+        """The secret of one credential."""
+        return self.credentials[credential_id][0]
+
+    def auth_headers(self, credential_id: str = "worker") -> dict[str, str]:
+        """``{"Authorization": "Bearer <secret>"}`` for one credential."""
+        return {"Authorization": f"Bearer {self.secret(credential_id)}"}
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _spawn(self, port: int) -> None:
+        argv = [sys.executable, "-m", "fake_providers", "serve"]
+        argv += ["--preset", self.preset, "--port", str(port), "--host", self.host]
+        argv += ["--log", str(self.log_path)]
+        if self.window_s is not None:
+            argv += ["--window-s", repr(float(self.window_s))]
+        env = dict(os.environ)
+        env[CREDENTIALS_ENV] = dump_credentials(self.credentials)
+        env[ADMIN_TOKEN_ENV] = self._admin_token
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p
+        )
+        env["PYTHONUNBUFFERED"] = "1"
+        self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.stderr_path.open("ab") as stderr_file:
+            stderr_start = stderr_file.tell()
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=stderr_file,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        assert proc.stdout is not None
+        try:
+            ready = self._read_ready_line(proc, proc.stdout)
+        except ProviderStartError as exc:
+            _reap(proc, kill=True)
+            proc.stdout.close()
+            raise ProviderStartError(f"{exc}{self._stderr_since(stderr_start)}") from None
+        proc.stdout.close()
+        self._proc = proc
+        self.url = str(ready["url"])
+        self.pid = int(ready["pid"])
+        self.admin = AdminClient(self.url, self._admin_token)
+
+    def _read_ready_line(self, proc: subprocess.Popen[bytes], stdout: IO[bytes]) -> dict[str, Any]:
+        deadline = time.monotonic() + self.startup_timeout_s
+        fd = stdout.fileno()
+        buffer = b""
+        while b"\n" not in buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ProviderStartError(
+                    f"fake provider (pid {proc.pid}) not ready within {self.startup_timeout_s} s"
+                )
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                code = proc.wait(timeout=self.stop_timeout_s)
+                raise ProviderStartError(f"fake provider exited with status {code} before ready")
+            buffer += chunk
+        line = buffer.split(b"\n", 1)[0]
+        try:
+            ready = json.loads(line)
+            _ = str(ready["url"]), int(ready["pid"])
+        except (ValueError, KeyError, TypeError):
+            raise ProviderStartError(f"fake provider printed a bad ready line: {line!r}") from None
+        if not isinstance(ready, dict):
+            raise ProviderStartError(f"fake provider printed a bad ready line: {line!r}")
+        return ready
+
+    def _stderr_since(self, offset: int) -> str:
+        try:
+            with self.stderr_path.open("rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return ""
+        text = text[-_STDERR_TAIL_BYTES:].strip()
+        return f"\n--- provider stderr ({self.stderr_path}) ---\n{text}" if text else ""
+
+    def stop(self) -> None:
+        """SIGTERM, wait, SIGKILL if it lingers; reap it. Safe to call more than once."""
+        proc = self._proc
+        if proc is not None:
+            _reap(proc, kill=False, timeout_s=self.stop_timeout_s)
+        if hasattr(self, "admin"):
+            self.admin.close()
+
+    def kill(self) -> None:
+        """SIGKILL the server (simulating a provider crash) and reap it."""
+        proc = self._proc
+        if proc is not None:
+            _reap(proc, kill=True)
+
+    def restart(self) -> None:
+        """Start a new server on the same log (same port if free, else a new one).
+
+        A still-running server is stopped first. ``url``, ``pid`` and ``admin`` change.
+        """
+        old_port = self.port
+        self.stop()
+        try:
+            self._spawn(old_port)
+        except ProviderStartError:
+            self._spawn(0)
+
+    def __enter__(self) -> ProviderProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _reap(proc: subprocess.Popen[bytes], *, kill: bool, timeout_s: float = 5.0) -> None:
+    """Signal ``proc`` (SIGKILL or SIGTERM) and wait for it; escalate to SIGKILL on timeout."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        if kill:
+            proc.kill()
+        else:
+            proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
