@@ -26,9 +26,10 @@ from harness import _db
 from harness import trace as trace_store
 from harness._boundary import Arm
 from harness.errors import BadInputError, UnknownBoundaryError
-from harness.invariants import CheckResult, EffectRow, Observation, Status, run_all
+from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
 from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.systems import System
+from harness.trace import TraceEvent
 from harness.worker_config import WorkerConfig
 from harness.workload import Workload, build_workload, seed_database
 
@@ -246,6 +247,7 @@ def _run_case(
                 worker_name=f"w{n}",
             )
 
+        reference_config = config(0)
         outcomes: list[WorkerOutcome] = []
 
         def run_worker(n: int, arms: list[Arm]) -> None:
@@ -275,7 +277,17 @@ def _run_case(
                     + (f" by {o.signal}" if o.signal else "")
                     + (f" with exit code {o.exit_code}" if o.exit_code else "")
                 )
-        observation = _observe(system, target, workload, provider, outcomes)
+        policy = Policy(
+            key_window_s=reference_config.key_window_s,
+            retry_backoff_s=reference_config.retry_backoff_s,
+            max_attempts=reference_config.max_attempts,
+            lease_s=reference_config.lease_s,
+            credential_scopes={"worker": ("*",)},
+            provider_lookup=True,
+        )
+        observation = _observe(
+            system, target, workload, provider, outcomes, policy, trace_store.read(trace_path)
+        )
     finally:
         _db.drop_target(target)
     checks = run_all(observation)
@@ -302,6 +314,8 @@ def _observe(
     workload: Workload,
     provider: ProviderProcess,
     outcomes: list[WorkerOutcome],
+    policy: Policy,
+    events: list[TraceEvent],
 ) -> Observation:
     try:
         engine = target.engine()
@@ -323,6 +337,8 @@ def _observe(
                 provider_message_id=e.provider_message_id,
                 received_at=e.received_at,
                 fault=e.fault,
+                credential_id=e.credential_id,
+                status_code=e.status_code,
             )
             for e in provider.admin.effects()
         )
@@ -333,6 +349,8 @@ def _observe(
         ledger=ledger,
         effects=effects,
         workers=tuple(o.worker for o in outcomes),
+        policy=policy,
+        trace=tuple(events),
     )
 
 

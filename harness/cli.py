@@ -154,3 +154,6 @@ def boundaries() -> None:
 
 def _indent(text: str) -> str:
     return "\n".join("       | " + line for line in text.rstrip().splitlines()[-40:])
+
+
+# -- further command groups, each in its own module, registered here ----------------------

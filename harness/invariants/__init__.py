@@ -24,6 +24,7 @@ from harness.invariants._model import (
     EffectRow,
     LedgerSnapshot,
     Observation,
+    Policy,
     Status,
 )
 
@@ -65,6 +66,7 @@ __all__ = [
     "EffectRow",
     "LedgerSnapshot",
     "Observation",
+    "Policy",
     "Status",
     "run_all",
     "run_checker",

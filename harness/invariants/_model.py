@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from harness.names import SETTLED_STATES
+from harness.trace import TraceEvent
 
 T = TypeVar("T")
 
@@ -46,6 +47,13 @@ class DeliveryRow:
     attempt_count: int = 0
     created_by: str = ""
     created_at: float = 0.0
+    credential_id: str | None = None
+    destination_scope: str | None = None
+    first_attempt_at: float | None = None
+    next_attempt_at: float | None = None
+    acknowledged_at: float | None = None
+    key_window_s: float | None = None
+    last_error: str | None = None
 
     @property
     def settled(self) -> bool:
@@ -61,6 +69,9 @@ class AuditRow:
     worker: str
     at: float = 0.0
     idempotency_key: str | None = None
+    credential_id: str | None = None
+    destination_scope: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,8 @@ class EffectRow:
     provider_message_id: str | None = None
     received_at: float = 0.0
     fault: str | None = None
+    credential_id: str | None = None
+    status_code: int | None = None
 
     @property
     def accepted(self) -> bool:
@@ -91,6 +104,8 @@ class EffectRow:
             "outcome": self.outcome,
             "provider_message_id": self.provider_message_id,
             "fault": self.fault,
+            "credential_id": self.credential_id,
+            "received_at": self.received_at,
         }
 
 
@@ -104,6 +119,22 @@ class LedgerSnapshot:
 
 
 @dataclass(frozen=True)
+class Policy:
+    """What the scenario set up, for checkers that judge against a promise, not a count."""
+
+    #: the provider's dedupe window for a key, seconds
+    key_window_s: float
+    #: the worker's delay before attempt n+1 (last value repeats)
+    retry_backoff_s: tuple[float, ...]
+    max_attempts: int
+    lease_s: float
+    #: credential id -> destination globs it may send to
+    credential_scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: whether the provider can be asked about a key after a timeout
+    provider_lookup: bool = True
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything known about one finished case."""
 
@@ -113,6 +144,9 @@ class Observation:
     effects: tuple[EffectRow, ...] | None
     #: worker incarnations in start order
     workers: tuple[str, ...] = ()
+    policy: Policy | None = None
+    #: boundary hits, spawns, exits and harness actions (restore, clock jump...) in order
+    trace: tuple[TraceEvent, ...] = ()
 
 
 class MissingEvidenceError(Exception):

@@ -36,6 +36,13 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
                 attempt_count=d.attempt_count,
                 created_by=d.created_by,
                 created_at=d.created_at,
+                credential_id=d.credential_id,
+                destination_scope=d.destination_scope,
+                first_attempt_at=d.first_attempt_at,
+                next_attempt_at=d.next_attempt_at,
+                acknowledged_at=d.acknowledged_at,
+                key_window_s=d.key_window_s,
+                last_error=d.last_error,
             )
             for d in s.scalars(select(Delivery).order_by(Delivery.created_at)).all()
         )
@@ -49,6 +56,9 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
                 worker=a.worker,
                 at=a.at,
                 idempotency_key=a.idempotency_key,
+                credential_id=a.credential_id,
+                destination_scope=a.destination_scope,
+                detail=a.detail,
             )
             for a in s.scalars(select(AuditEvent).order_by(AuditEvent.event_id)).all()
         )
