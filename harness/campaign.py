@@ -245,6 +245,7 @@ def _run_case(
                 credential_secret=secret,
                 destination_scope="*",
                 worker_name=f"w{n}",
+                **dict(system.config_overrides),
             )
 
         reference_config = config(0)

@@ -7,8 +7,9 @@ boundaries it declares, how to create its schema, and how to read its ledger.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -30,6 +31,8 @@ class System:
     boundaries: tuple[str, ...] = tuple(BOUNDARIES)
     #: invariant a mutant is expected to break (None for a system expected to hold)
     expected_violation: str | None = None
+    #: WorkerConfig fields this system sets differently (e.g. its own retry policy)
+    config_overrides: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _reference() -> System:
