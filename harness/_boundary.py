@@ -5,6 +5,16 @@ code keeps its ``boundary()`` calls), so the disarmed path is one global load an
 comparison. When the harness drives the process, every hit is appended to the run's trace file
 *before* any armed action runs: a worker killed at a boundary has always said where it was.
 
+Armed actions:
+
+- ``crash``: SIGKILL this process (a real signal: no handler or ``finally`` runs);
+- ``pause``: tell the harness "paused here" on the events pipe, then block until it answers
+  on the control pipe (continue, crash or raise), so the harness can act in between without
+  guessing with sleeps;
+- ``hang``: stop making progress forever while staying alive (a stalled event loop);
+- ``raise``: raise ``InjectedError``. Unlike a crash, the worker's handlers and ``finally``
+  blocks run, and can hide exactly the bug a SIGKILL would expose.
+
 This module imports nothing heavy on purpose; ``import harness`` stays cheap for user code.
 """
 
@@ -20,40 +30,86 @@ from dataclasses import dataclass
 #: Environment variable through which an exec'd worker learns its trace file and crash plan.
 CONTROL_ENV = "CRASH_HARNESS_CONTROL"
 
-#: Actions a boundary can be armed with in this release.
-ACTIONS = ("crash",)
+#: Actions a boundary can be armed with.
+ACTIONS = ("crash", "pause", "hang", "raise")
+
+
+class InjectedError(Exception):
+    """Raised by a boundary armed with ``raise``: an exception, deliberately *not* a crash."""
 
 
 @dataclass(frozen=True)
 class Arm:
-    """One armed action: do ``action`` the ``hit``-th time ``boundary`` is reached."""
+    """Do ``action`` on hits ``hit`` .. ``hit + count - 1`` of ``boundary`` (1-based)."""
 
     boundary: str
     hit: int = 1
     action: str = "crash"
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown boundary action {self.action!r}; expected one of {ACTIONS}")
+        if self.hit < 1 or self.count < 1:
+            raise ValueError(f"arm {self.boundary}: hit and count must be >= 1")
+
+    def covers(self, n: int) -> bool:
+        return self.hit <= n < self.hit + self.count
 
     def to_json(self) -> dict[str, object]:
-        return {"boundary": self.boundary, "hit": self.hit, "action": self.action}
+        return {
+            "boundary": self.boundary,
+            "hit": self.hit,
+            "action": self.action,
+            "count": self.count,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Arm:
         hit = data.get("hit", 1)
-        if not isinstance(hit, int):
-            raise TypeError(f"arm hit must be an int, got {hit!r}")
-        return cls(boundary=str(data["boundary"]), hit=hit, action=str(data.get("action", "crash")))
+        count = data.get("count", 1)
+        if not isinstance(hit, int) or not isinstance(count, int):
+            raise TypeError(f"arm hit and count must be ints, got {hit!r}, {count!r}")
+        return cls(
+            boundary=str(data["boundary"]),
+            hit=hit,
+            action=str(data.get("action", "crash")),
+            count=count,
+        )
 
 
 class _Tracer:
-    """Per-process boundary state: hit counts, the plan, and the open trace file."""
+    """Per-process boundary state: hit counts, the plan, the trace file and control pipes."""
 
-    __slots__ = ("counts", "fd", "pid", "plan", "worker")
+    __slots__ = ("arms", "control_fd", "counts", "events_fd", "fd", "pid", "worker")
 
-    def __init__(self, trace_path: str, worker: str, arms: list[Arm]) -> None:
+    def __init__(
+        self,
+        trace_path: str,
+        worker: str,
+        arms: list[Arm],
+        events_fd: int | None,
+        control_fd: int | None,
+    ) -> None:
         self.fd = os.open(trace_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.worker = worker
         self.pid = os.getpid()
         self.counts: dict[str, int] = {}
-        self.plan = {(a.boundary, a.hit): a.action for a in arms}
+        self.arms = arms
+        self.events_fd = events_fd
+        self.control_fd = control_fd
+
+    def _record(self, event: str, name: str, n: int) -> None:
+        record = {
+            "t": time.time(),
+            "event": event,
+            "boundary": name,
+            "hit": n,
+            "worker": self.worker,
+            "pid": self.pid,
+        }
+        # One write(2) on an O_APPEND descriptor: the line is in the kernel before we act.
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
 
     def hit(self, name: str) -> None:
         if os.getpid() != self.pid:
@@ -62,19 +118,33 @@ class _Tracer:
             self.counts = {}
         n = self.counts.get(name, 0) + 1
         self.counts[name] = n
-        action = self.plan.get((name, n))
-        record = {
-            "t": time.time(),
-            "event": "hit" if action is None else action,
-            "boundary": name,
-            "hit": n,
-            "worker": self.worker,
-            "pid": self.pid,
-        }
-        # One write(2) on an O_APPEND descriptor: the line is in the kernel before we die.
-        os.write(self.fd, (json.dumps(record) + "\n").encode())
+        action = next((a.action for a in self.arms if a.boundary == name and a.covers(n)), None)
+        self._record("hit" if action is None else action, name, n)
+        if action is None:
+            return
+        if action == "pause":
+            action = self._pause(name, n)
         if action == "crash":
             os.kill(self.pid, signal.SIGKILL)
+        elif action == "hang":
+            while True:
+                signal.pause()
+        elif action == "raise":
+            raise InjectedError(f"injected at boundary {name} hit {n}")
+
+    def _pause(self, name: str, n: int) -> str:
+        if self.events_fd is None or self.control_fd is None:
+            raise RuntimeError(f"boundary {name} armed to pause, but no control pipe was given")
+        os.write(self.events_fd, f"paused {name} {n}\n".encode())
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = os.read(self.control_fd, 64)
+            if not chunk:  # the harness went away: behave as if killed
+                os.kill(self.pid, signal.SIGKILL)
+            answer += chunk
+        verb = answer.decode().strip()
+        self._record("resume" if verb == "continue" else verb, name, n)
+        return verb
 
 
 _tracer: _Tracer | None = None
@@ -87,10 +157,17 @@ def boundary(name: str) -> None:
     _tracer.hit(name)
 
 
-def configure(*, trace_path: str, worker: str, arms: list[Arm]) -> None:
+def configure(
+    *,
+    trace_path: str,
+    worker: str,
+    arms: list[Arm],
+    events_fd: int | None = None,
+    control_fd: int | None = None,
+) -> None:
     """Arm this process (called by the supervisor in a forked child)."""
     global _tracer
-    _tracer = _Tracer(trace_path, worker, arms)
+    _tracer = _Tracer(trace_path, worker, arms, events_fd, control_fd)
 
 
 def disarm() -> None:
@@ -101,9 +178,24 @@ def disarm() -> None:
     _tracer = None
 
 
-def control_env(*, trace_path: str, worker: str, arms: list[Arm]) -> str:
+def control_env(
+    *,
+    trace_path: str,
+    worker: str,
+    arms: list[Arm],
+    events_fd: int | None = None,
+    control_fd: int | None = None,
+) -> str:
     """Serialise a plan for a worker that the harness exec's rather than forks."""
-    return json.dumps({"trace": trace_path, "worker": worker, "arms": [a.to_json() for a in arms]})
+    return json.dumps(
+        {
+            "trace": trace_path,
+            "worker": worker,
+            "arms": [a.to_json() for a in arms],
+            "events_fd": events_fd,
+            "control_fd": control_fd,
+        }
+    )
 
 
 def _configure_from_env() -> None:
@@ -115,6 +207,8 @@ def _configure_from_env() -> None:
         trace_path=data["trace"],
         worker=data["worker"],
         arms=[Arm.from_json(a) for a in data.get("arms", [])],
+        events_fd=data.get("events_fd"),
+        control_fd=data.get("control_fd"),
     )
 
 

@@ -132,3 +132,84 @@ def drop_target(target: DatabaseTarget) -> None:
             conn.execute(text(f'DROP SCHEMA IF EXISTS "{target.schema}" CASCADE'))
     finally:
         engine.dispose()
+
+
+def snapshot(target: DatabaseTarget, name: str) -> str:
+    """Copy the whole ledger aside (a "backup"); returns a handle for ``restore``."""
+    if target.schema is None:
+        import sqlite3
+
+        path = make_url(target.url).database
+        assert path
+        snap = f"{path}.{name}.bak"
+        with sqlite3.connect(path) as src, sqlite3.connect(snap) as dst:
+            src.backup(dst)
+        src.close()
+        dst.close()
+        return snap
+    snap_schema = f"{target.schema}_{name}"[:63]
+    engine = open_engine(target.url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{snap_schema}"'))
+            for table in _tables(conn, target.schema):
+                conn.execute(
+                    text(
+                        f'CREATE TABLE "{snap_schema}"."{table}" AS '
+                        f'TABLE "{target.schema}"."{table}"'
+                    )
+                )
+    finally:
+        engine.dispose()
+    return snap_schema
+
+
+def restore(target: DatabaseTarget, handle: str) -> None:
+    """Put the ledger back exactly as ``snapshot`` found it (no worker may be running)."""
+    if target.schema is None:
+        import sqlite3
+
+        path = make_url(target.url).database
+        assert path
+        with sqlite3.connect(handle) as src, sqlite3.connect(path) as dst:
+            src.backup(dst)
+        src.close()
+        dst.close()
+        return
+    engine = open_engine(target.url)
+    try:
+        with engine.begin() as conn:
+            for table in _tables(conn, target.schema):
+                conn.execute(text(f'TRUNCATE "{target.schema}"."{table}"'))
+                conn.execute(
+                    text(
+                        f'INSERT INTO "{target.schema}"."{table}" '
+                        f'SELECT * FROM "{handle}"."{table}"'
+                    )
+                )
+            # serial columns must not hand out ids the restored rows already use
+            for table, column in conn.execute(
+                text(
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = :s AND column_default LIKE 'nextval%'"
+                ),
+                {"s": target.schema},
+            ):
+                conn.execute(
+                    text(
+                        f'SELECT setval(pg_get_serial_sequence(\'"{target.schema}"."{table}"\','
+                        f" '{column}'), COALESCE((SELECT max({column}) FROM "
+                        f'"{target.schema}"."{table}"), 0) + 1, false)'
+                    )
+                )
+            conn.execute(text(f'DROP SCHEMA "{handle}" CASCADE'))
+    finally:
+        engine.dispose()
+
+
+def _tables(conn: Any, schema: str) -> list[str]:
+    rows = conn.execute(
+        text("SELECT tablename FROM pg_tables WHERE schemaname = :s ORDER BY tablename"),
+        {"s": schema},
+    )
+    return [r[0] for r in rows]

@@ -1,13 +1,14 @@
-"""Run cases: fresh ledger, armed worker, SIGKILL, restart, then count and judge.
+"""Run cases: fresh ledger, armed workers, faults, restarts, then count and judge.
 
-A case is one fault at one place (or none: the baseline). Every case gets its own database
-(a SQLite file, or a PostgreSQL schema) and its own provider epoch, so cases never see each
-other's rows or effects, and any case can be replayed alone from its seed and id.
+A case is a schedule of fault steps (or none: the baseline). Every case gets its own database
+(a SQLite file, or a PostgreSQL schema), its own shared clock and its own provider epoch, so
+cases never see each other's rows or effects, and any case can be replayed alone from its
+seed and id.
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
 import secrets
 import shlex
 import shutil
@@ -15,7 +16,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,12 @@ from sqlalchemy.engine import make_url
 from fake_providers import FaultRule, ProviderProcess
 from harness import _db
 from harness import trace as trace_store
-from harness._boundary import Arm
+from harness._case import ANOMALIES, CaseContext
+from harness.clock import SharedClock
 from harness.errors import BadInputError, UnknownBoundaryError
+from harness.faults import FAULTS
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
+from harness.schedule import CaseSpec, Step
 from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.systems import System
 from harness.trace import TraceEvent
@@ -35,40 +38,19 @@ from harness.workload import Workload, build_workload, seed_database
 
 #: how long one worker incarnation may run before it is declared hung
 DEFAULT_WORKER_DEADLINE_S = 60.0
-#: restarts after the planned crash before a case gives up (a restart loop is itself a finding)
-MAX_RESTARTS = 3
+#: a reply slower than this is an unknown outcome (kept short: timeouts are part of the tests)
+HARNESS_REQUEST_TIMEOUT_S = 1.0
 
-_CASE_ID = re.compile(r"^(?:baseline|crash@(?P<boundary>[a-z0-9_]+)#(?P<hit>[1-9][0-9]*))$")
-_ANOMALIES = (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
-
-
-@dataclass(frozen=True)
-class CaseSpec:
-    """What to inject in one case: nothing (baseline) or a crash at one boundary hit."""
-
-    fault: str
-    boundary: str | None = None
-    hit: int | None = None
-
-    @property
-    def id(self) -> str:
-        return "baseline" if self.boundary is None else f"{self.fault}@{self.boundary}#{self.hit}"
-
-    @property
-    def slug(self) -> str:
-        return re.sub(r"[^a-z0-9]+", "_", self.id.lower()).strip("_")
-
-    @classmethod
-    def parse(cls, text: str) -> CaseSpec:
-        m = _CASE_ID.match(text)
-        if not m:
-            raise BadInputError(
-                f"--case: {text!r} is not a case id; expected 'baseline' or "
-                "'crash@BOUNDARY#HIT' (e.g. crash@after_claim#1)"
-            )
-        if m.group("boundary") is None:
-            return cls(fault="none")
-        return cls(fault="crash", boundary=m.group("boundary"), hit=int(m.group("hit")))
+__all__ = [
+    "CampaignResult",
+    "CampaignSettings",
+    "CaseResult",
+    "CaseSpec",
+    "Step",
+    "default_cases",
+    "run_campaign",
+    "validate_cases",
+]
 
 
 @dataclass
@@ -84,6 +66,9 @@ class CaseResult:
     notes: list[str]
     duration_s: float
     replay: str
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: worker -> boundary -> hits, for planning a sweep of a recovery
+    hits_by_worker: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +80,7 @@ class CaseResult:
             "invariants": {k: v.to_json() for k, v in self.invariants.items()},
             "effects": {"intended": self.intended, "accepted": self.accepted},
             "replay": self.replay,
+            "steps": [str(s) for s in self.spec.steps],
             "crash_fired": self.crash_fired,
             "boundaries_reached": self.reached,
             "workers": [w.to_json() for w in self.workers],
@@ -112,6 +98,15 @@ class CampaignSettings:
     worker_deadline_s: float = DEFAULT_WORKER_DEADLINE_S
     keep_workdir: bool = False
     workdir: Path | None = None
+    #: workload size
+    runs: int = 3
+    destinations_per_topic: int = 2
+    #: provider fault rules applied to every case (JSON shape); None = the default workload's
+    provider_faults: tuple[dict[str, Any], ...] | None = None
+    #: WorkerConfig fields the scenario sets (lease_s, retry_backoff_s, ...)
+    worker_overrides: dict[str, Any] = field(default_factory=dict)
+    #: how to rerun a case: the command words before ``--case`` (certify by default)
+    replay_prefix: list[str] | None = None
 
 
 @dataclass
@@ -121,6 +116,8 @@ class CampaignResult:
     workdir: Path | None = None
     started_at: float = field(default_factory=time.time)
     finished_at: float = 0.0
+    #: extra top-level report sections (scenario, sweep coverage, determinism, ...)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def database_kind(self) -> str:
@@ -128,7 +125,15 @@ class CampaignResult:
         return "postgresql" if url and url.startswith("postgresql") else "sqlite"
 
     def covered(self) -> list[str]:
-        return sorted({c.spec.boundary for c in self.cases if c.crash_fired and c.spec.boundary})
+        return sorted(
+            {
+                s.boundary
+                for c in self.cases
+                if c.crash_fired
+                for s in c.spec.steps
+                if s.boundary is not None
+            }
+        )
 
     def uncovered(self) -> list[str]:
         """Documented boundaries no crash landed on (only meaningful for a full campaign)."""
@@ -139,31 +144,95 @@ class CampaignResult:
 
 
 def default_cases(system: System) -> list[CaseSpec]:
-    return [CaseSpec(fault="none")] + [
-        CaseSpec(fault="crash", boundary=b, hit=1) for b in system.boundaries
-    ]
+    return [CaseSpec()] + [CaseSpec("crash", b, 1) for b in system.boundaries]
 
 
 def validate_cases(system: System, cases: list[CaseSpec]) -> None:
+    """Refuse a plan naming a fault or boundary that does not exist: never a silent no-op."""
     for case in cases:
-        if case.boundary is not None and case.boundary not in system.boundaries:
-            raise UnknownBoundaryError(case.boundary, system.boundaries)
+        for step in case.steps:
+            spec = FAULTS.get(step.fault)
+            if spec is None:
+                raise BadInputError(
+                    f"case {case.id!r}: unknown fault {step.fault!r}; known faults: "
+                    f"{', '.join(sorted(FAULTS))} (a step is FAULT[@BOUNDARY#HIT][:ARG], "
+                    "e.g. crash@BOUNDARY#HIT)"
+                )
+            if spec.needs_boundary and step.boundary is None:
+                raise BadInputError(
+                    f"case {case.id!r}: {step.fault} needs a place: {step.fault}@BOUNDARY#HIT"
+                )
+            if not spec.needs_boundary and step.boundary is not None:
+                raise BadInputError(f"case {case.id!r}: {step.fault} takes no @BOUNDARY#HIT")
+            if step.boundary is not None and step.boundary not in system.boundaries:
+                raise UnknownBoundaryError(step.boundary, system.boundaries)
 
 
 def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:
-    parts = [
+    parts = settings.replay_prefix or [
         "crash-harness",
         "certify",
         "--system",
         settings.system.name,
-        "--seed",
-        str(settings.seed),
-        "--case",
-        case.id,
     ]
+    parts = [*parts, "--seed", str(settings.seed), "--case", case.id]
     if settings.db_url is not None:
         parts += ["--db", make_url(settings.db_url).render_as_string(hide_password=True)]
     return shlex.join(parts)
+
+
+def workload_for(settings: CampaignSettings) -> Workload:
+    return build_workload(
+        settings.seed, runs=settings.runs, destinations_per_topic=settings.destinations_per_topic
+    )
+
+
+class Campaign:
+    """One provider process and one supervisor, shared by every case run through it."""
+
+    def __init__(self, settings: CampaignSettings) -> None:
+        self.settings = settings
+        if settings.db_url is not None and settings.db_url.startswith("postgresql"):
+            _db.check_reachable(settings.db_url)
+        self.workload = workload_for(settings)
+        self.made_workdir = settings.workdir is None
+        self.workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="crash-harness-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.secret = secrets.token_urlsafe(24)
+        self._stack = contextlib.ExitStack()
+        self.provider: ProviderProcess | None = None
+        self.supervisor: Supervisor | None = None
+
+    def __enter__(self) -> Campaign:
+        try:
+            self.provider = self._stack.enter_context(
+                ProviderProcess.start(
+                    log_path=self.workdir / "provider-effects.sqlite",
+                    credentials={"worker": (self.secret, ["*"])},
+                )
+            )
+            self.supervisor = self._stack.enter_context(Supervisor(workdir=self.workdir))
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult:
+        assert self.provider is not None, "use `with Campaign(...)`"
+        assert self.supervisor is not None
+        validate_cases(self.settings.system, [case])
+        return run_case(
+            self.settings,
+            case,
+            self.workload,
+            provider=self.provider,
+            supervisor=self.supervisor,
+            secret=self.secret,
+            workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
+        )
 
 
 def run_campaign(
@@ -172,43 +241,27 @@ def run_campaign(
     """Run every case of a campaign against one provider process and one supervisor."""
     cases = settings.cases if settings.cases is not None else default_cases(settings.system)
     validate_cases(settings.system, cases)
-    if settings.db_url is not None and settings.db_url.startswith("postgresql"):
-        _db.check_reachable(settings.db_url)
-    workload = build_workload(settings.seed)
-    made_workdir = settings.workdir is None
-    workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="crash-harness-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    result = CampaignResult(settings=settings, workdir=workdir)
-    secret = secrets.token_urlsafe(24)
-    with (
-        ProviderProcess.start(
-            log_path=workdir / "provider-effects.sqlite",
-            credentials={"worker": (secret, ["*"])},
-        ) as provider,
-        Supervisor(workdir=workdir) as supervisor,
-    ):
+    with Campaign(settings) as campaign:
+        result = CampaignResult(settings=settings, workdir=campaign.workdir)
         for case in cases:
-            case_result = _run_case(
-                settings,
-                case,
-                workload,
-                provider=provider,
-                supervisor=supervisor,
-                secret=secret,
-                workdir=workdir,
-            )
+            case_result = campaign.run(case)
             result.cases.append(case_result)
             if on_case is not None:
                 on_case(case_result)
+    return finish_campaign(result, campaign)
+
+
+def finish_campaign(result: CampaignResult, campaign: Campaign) -> CampaignResult:
+    """Stamp the end time; drop the work dir if everything passed and nobody asked to keep it."""
     result.finished_at = time.time()
     all_passed = all(c.verdict is Status.PASS for c in result.cases)
-    if made_workdir and all_passed and not settings.keep_workdir:
-        shutil.rmtree(workdir, ignore_errors=True)
+    if campaign.made_workdir and all_passed and not campaign.settings.keep_workdir:
+        shutil.rmtree(campaign.workdir, ignore_errors=True)
         result.workdir = None
     return result
 
 
-def _run_case(
+def run_case(
     settings: CampaignSettings,
     case: CaseSpec,
     workload: Workload,
@@ -218,15 +271,15 @@ def _run_case(
     secret: str,
     workdir: Path,
 ) -> CaseResult:
+    """One case, start to verdict: prepare, drive the fault steps, finish, observe, judge."""
     started = time.time()
     case_dir = workdir / case.slug
     if case_dir.exists():
         shutil.rmtree(case_dir)
     case_dir.mkdir(parents=True)
-    trace_path = case_dir / "trace.jsonl"
     target = _db.new_target(settings.db_url, workdir=case_dir, case_slug=case.slug)
     system = settings.system
-    notes: list[str] = []
+    clock = SharedClock.create(str(case_dir / "clock"))
     try:
         engine = target.engine()
         try:
@@ -235,75 +288,77 @@ def _run_case(
         finally:
             engine.dispose()  # never fork with open connections
         provider.admin.reset()
-        provider.admin.set_faults([FaultRule(**rule) for rule in workload.provider_faults])
-
-        def config(n: int) -> WorkerConfig:
-            return WorkerConfig(
-                db=target,
-                provider_url=provider.url,
-                credential_id="worker",
-                credential_secret=secret,
-                destination_scope="*",
-                worker_name=f"w{n}",
-                **dict(system.config_overrides),
-            )
-
-        reference_config = config(0)
-        outcomes: list[WorkerOutcome] = []
-
-        def run_worker(n: int, arms: list[Arm]) -> None:
-            running = supervisor.start(
-                f"w{n}",
-                partial(system.main, config(n)),
-                trace_path=trace_path,
-                arms=arms,
-                logdir=case_dir,
-            )
-            outcomes.append(
-                supervisor.wait(
-                    running, timeout_s=settings.worker_deadline_s, trace_path=trace_path
-                )
-            )
-
-        run_worker(1, [Arm(case.boundary, case.hit or 1)] if case.boundary else [])
-        while outcomes[-1].kind is OutcomeKind.CRASHED_AS_PLANNED and len(outcomes) <= MAX_RESTARTS:
-            run_worker(len(outcomes) + 1, [])
-        crash_fired = any(o.kind is OutcomeKind.CRASHED_AS_PLANNED for o in outcomes)
-        if case.boundary and not crash_fired:
-            notes.append(f"boundary {case.boundary} hit {case.hit} was never reached")
-        for o in outcomes:
-            if o.kind in _ANOMALIES:
-                notes.append(
-                    f"worker {o.worker} (pid {o.pid}) {o.kind.value}"
-                    + (f" by {o.signal}" if o.signal else "")
-                    + (f" with exit code {o.exit_code}" if o.exit_code else "")
-                )
+        faults = (
+            settings.provider_faults
+            if settings.provider_faults is not None
+            else workload.provider_faults
+        )
+        overrides = {
+            "request_timeout_s": HARNESS_REQUEST_TIMEOUT_S,
+            "autojump": True,
+            **settings.worker_overrides,
+            **dict(system.config_overrides),
+        }
+        base_config = WorkerConfig(
+            db=target,
+            provider_url=provider.url,
+            credential_id="worker",
+            credential_secret=secret,
+            destination_scope="*",
+            worker_name="w0",
+            clock_path=clock.path,
+            **overrides,
+        )
+        ctx = CaseContext(
+            system=system,
+            workload=workload,
+            target=target,
+            provider=provider,
+            supervisor=supervisor,
+            secret=secret,
+            case_dir=case_dir,
+            clock=clock,
+            worker_deadline_s=settings.worker_deadline_s,
+            base_config=base_config,
+            provider_rules=[FaultRule(**rule) for rule in faults],
+            intended=dict(workload.intended()),
+        )
+        provider.admin.set_faults(ctx.provider_rules)
+        for step in case.steps:
+            prepare = FAULTS[step.fault].prepare
+            if prepare is not None:
+                prepare(ctx, step)
+        for step in case.steps:
+            if ctx.anomalous:
+                break
+            FAULTS[step.fault].run(ctx, step)
+        if not ctx.settled and not ctx.anomalous:
+            ctx.wait(ctx.spawn())  # a fresh worker finishes whatever the faults left
         policy = Policy(
-            key_window_s=reference_config.key_window_s,
-            retry_backoff_s=reference_config.retry_backoff_s,
-            max_attempts=reference_config.max_attempts,
-            lease_s=reference_config.lease_s,
+            key_window_s=base_config.key_window_s,
+            retry_backoff_s=base_config.retry_backoff_s,
+            max_attempts=base_config.max_attempts,
+            lease_s=base_config.lease_s,
             credential_scopes={"worker": ("*",)},
             provider_lookup=True,
         )
-        observation = _observe(
-            system, target, workload, provider, outcomes, policy, trace_store.read(trace_path)
-        )
+        events = trace_store.read(ctx.trace_path)
+        observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)
     finally:
         _db.drop_target(target)
     checks = run_all(observation)
-    verdict = _verdict(checks, outcomes)
-    events = trace_store.read(trace_path)
+    verdict = _verdict(checks, ctx.outcomes)
     return CaseResult(
         spec=case,
         verdict=verdict,
         invariants=checks,
-        workers=outcomes,
-        intended=sum(len(d) for d in workload.intended().values()),
+        workers=ctx.outcomes,
+        intended=sum(len(d) for d in ctx.intended.values()),
         accepted=sum(1 for e in observation.effects or () if e.accepted),
         reached=trace_store.boundaries_reached(events),
-        crash_fired=crash_fired,
-        notes=notes,
+        hits_by_worker=_hits_by_worker(events),
+        crash_fired=any(o.kind is OutcomeKind.CRASHED_AS_PLANNED for o in ctx.outcomes),
+        notes=ctx.notes,
         duration_s=time.time() - started,
         replay=replay_command(settings, case),
     )
@@ -312,7 +367,7 @@ def _run_case(
 def _observe(
     system: System,
     target: _db.DatabaseTarget,
-    workload: Workload,
+    intended: dict[str, tuple[str, ...]],
     provider: ProviderProcess,
     outcomes: list[WorkerOutcome],
     policy: Policy,
@@ -346,7 +401,7 @@ def _observe(
     except Exception:
         effects = None
     return Observation(
-        intended=workload.intended(),
+        intended=intended,
         ledger=ledger,
         effects=effects,
         workers=tuple(o.worker for o in outcomes),
@@ -361,7 +416,7 @@ _NEEDS_COMPLETION = frozenset({"no_silent_loss"})
 
 
 def _verdict(checks: dict[str, CheckResult], outcomes: list[WorkerOutcome]) -> Status:
-    anomaly = any(o.kind in _ANOMALIES for o in outcomes)
+    anomaly = any(o.kind in ANOMALIES for o in outcomes)
     failed = {n for n, c in checks.items() if c.status is Status.FAIL}
     if anomaly:
         failed -= _NEEDS_COMPLETION
@@ -370,3 +425,12 @@ def _verdict(checks: dict[str, CheckResult], outcomes: list[WorkerOutcome]) -> S
     if anomaly or any(c.status is not Status.PASS for c in checks.values()):
         return Status.UNKNOWN
     return Status.PASS
+
+
+def _hits_by_worker(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
+    hits: dict[str, dict[str, int]] = {}
+    for ev in events:
+        if ev.boundary is not None and ev.hit is not None:
+            counts = hits.setdefault(ev.worker, {})
+            counts[ev.boundary] = max(counts.get(ev.boundary, 0), ev.hit)
+    return hits

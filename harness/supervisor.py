@@ -91,6 +91,28 @@ class RunningWorker:
     started_at: float
     stderr_path: Path
     arms: list[Arm] = field(default_factory=list)
+    #: worker -> harness: "paused NAME HIT" lines (read end, in the harness)
+    events_fd: int | None = None
+    #: harness -> worker: "continue" / "crash" / "raise" (write end, in the harness)
+    control_fd: int | None = None
+    pending: bytes = b""
+    ended: bool = False
+
+    def close_pipes(self) -> None:
+        for fd in (self.events_fd, self.control_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.events_fd = self.control_fd = None
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A worker holding at a boundary, waiting for ``Supervisor.release``."""
+
+    worker: RunningWorker
+    boundary: str
+    hit: int
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -132,13 +154,21 @@ class Supervisor:
         stdout_path = logdir / f"{name}.stdout"
         stderr_path = logdir / f"{name}.stderr"
         parent = os.getpid()
+        events_r, events_w = os.pipe()
+        control_r, control_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         try:
             pid = os.fork()
         except OSError as exc:
+            for fd in (events_r, events_w, control_r, control_w):
+                os.close(fd)
             raise SupervisorError(f"cannot fork worker {name}: {exc}") from exc
         if pid == 0:  # pragma: no cover - runs in the child, which never returns
+            os.close(events_r)
+            os.close(control_w)
+            for other in self._live.values():
+                other.close_pipes()
             self._child(
                 target,
                 parent=parent,
@@ -147,11 +177,17 @@ class Supervisor:
                 trace_path=trace_path,
                 stdout_path=stdout_path,
                 stderr_path=stderr_path,
+                events_fd=events_w,
+                control_fd=control_r,
             )
+        os.close(events_w)
+        os.close(control_r)
         # Both sides set the group, so a signal sent right after fork cannot miss it.
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)
-        worker = RunningWorker(name, pid, time.time(), stderr_path, arms)
+        worker = RunningWorker(
+            name, pid, time.time(), stderr_path, arms, events_fd=events_r, control_fd=control_w
+        )
         self._live[pid] = worker
         trace.append(
             trace_path, event="spawn", worker=name, pid=pid, arms=[a.to_json() for a in arms]
@@ -168,6 +204,8 @@ class Supervisor:
         trace_path: Path,
         stdout_path: Path,
         stderr_path: Path,
+        events_fd: int,
+        control_fd: int,
     ) -> None:  # pragma: no cover - child side
         code = 0
         try:
@@ -187,7 +225,13 @@ class Supervisor:
             sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
             # Never touch the parent's faulthandler watchdog: its thread does not exist here.
             faulthandler.enable(file=2, all_threads=True)
-            _boundary.configure(trace_path=str(trace_path), worker=name, arms=arms)
+            _boundary.configure(
+                trace_path=str(trace_path),
+                worker=name,
+                arms=arms,
+                events_fd=events_fd,
+                control_fd=control_fd,
+            )
             target()
         except BaseException:
             traceback.print_exc()
@@ -208,6 +252,8 @@ class Supervisor:
                 stack_dump = self._dump_and_kill(worker, pidfd)
             _, status = os.waitpid(worker.pid, 0)
             self._live.pop(worker.pid, None)  # reaped; on an interrupt kill_all still owns it
+            worker.ended = True
+            worker.close_pipes()
         finally:
             os.close(pidfd)
         ended = time.time()
@@ -222,6 +268,49 @@ class Supervisor:
             exit_code=outcome.exit_code,
         )
         return outcome
+
+    def wait_paused(self, worker: RunningWorker, *, timeout_s: float) -> Paused | None:
+        """Block until the worker reports it is paused at a boundary; None if it ended first.
+
+        Raises ``SupervisorError`` if neither happens within ``timeout_s``.
+        """
+        assert worker.events_fd is not None, "worker has no events pipe"
+        deadline = time.monotonic() + timeout_s
+        pidfd = os.pidfd_open(worker.pid)
+        try:
+            while b"\n" not in worker.pending:
+                left = max(0.0, deadline - time.monotonic())
+                ready, _, _ = select.select([worker.events_fd, pidfd], [], [], left)
+                if worker.events_fd in ready:
+                    chunk = os.read(worker.events_fd, 4096)
+                    if chunk:
+                        worker.pending += chunk
+                        continue
+                    return None  # pipe closed: the worker is gone
+                if pidfd in ready:
+                    return None
+                if not ready:
+                    raise SupervisorError(
+                        f"worker {worker.name} did not pause at a boundary within {timeout_s}s"
+                    )
+        finally:
+            os.close(pidfd)
+        line, _, worker.pending = worker.pending.partition(b"\n")
+        verb, name, hit = line.decode().split()
+        if verb != "paused":
+            raise SupervisorError(f"unexpected event from {worker.name}: {line!r}")
+        return Paused(worker, name, int(hit))
+
+    def release(self, worker: RunningWorker, verb: str = "continue") -> None:
+        """Let a paused worker go on (``continue``), die there (``crash``) or ``raise``."""
+        assert worker.control_fd is not None, "worker has no control pipe"
+        with contextlib.suppress(BrokenPipeError):
+            os.write(worker.control_fd, f"{verb}\n".encode())
+
+    def send_signal(self, worker: RunningWorker, sig: signal.Signals) -> None:
+        """Signal the worker's whole process group (SIGSTOP and SIGCONT for pauses)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, sig)
 
     def _dump_and_kill(self, worker: RunningWorker, pidfd: int) -> str:
         before = _read_text(worker.stderr_path)
@@ -298,7 +387,9 @@ class Supervisor:
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-            self._live.pop(pid, None)
+            worker = self._live.pop(pid, None)
+            if worker is not None:
+                worker.close_pipes()
 
 
 def _signame(sig: int | None) -> str | None:

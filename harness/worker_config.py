@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from harness._db import DatabaseTarget
+from harness.clock import SharedClock
 
 ENV_VAR = "CRASH_HARNESS_WORKER"
 SECRET_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRET"
@@ -27,15 +28,23 @@ class WorkerConfig:
     destination_scope: str
     worker_name: str
     #: how long a claim is exclusive; short so a restarted worker does not wait long
-    lease_s: float = 0.25
+    lease_s: float = 30.0
     #: delay before attempt n+1 (the last value repeats)
-    retry_backoff_s: tuple[float, ...] = (0.02, 0.05, 0.1)
+    retry_backoff_s: tuple[float, ...] = (1.0, 2.0, 4.0)
     #: attempts before a delivery that keeps failing is marked failed
     max_attempts: int = 5
     #: the provider's dedupe window for a key; a retry past it must not resend
     key_window_s: float = 86_400.0
     #: a reply slower than this is an unknown outcome, not a failure
     request_timeout_s: float = 5.0
+    #: the shared clock file (``harness.clock``); None means plain wall time
+    clock_path: str | None = None
+    #: when nothing is due, jump the shared clock to the next due time instead of sleeping
+    #: (trio's MockClock autojump): runs are fast and their order does not depend on speed
+    autojump: bool = False
+
+    def clock(self) -> SharedClock:
+        return SharedClock(self.clock_path)
 
     def backoff(self, attempt: int) -> float:
         """Delay after the ``attempt``-th attempt (1-based)."""
@@ -54,6 +63,8 @@ class WorkerConfig:
             "max_attempts": self.max_attempts,
             "key_window_s": self.key_window_s,
             "request_timeout_s": self.request_timeout_s,
+            "clock_path": self.clock_path,
+            "autojump": self.autojump,
         }
         return {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
 
@@ -72,4 +83,6 @@ class WorkerConfig:
             max_attempts=data["max_attempts"],
             key_window_s=data["key_window_s"],
             request_timeout_s=data["request_timeout_s"],
+            clock_path=data.get("clock_path"),
+            autojump=data.get("autojump", False),
         )

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness import systems
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.campaign import CampaignSettings, CaseSpec, run_campaign, validate_cases
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.invariants import Status
 from harness.names import BOUNDARIES
@@ -130,9 +130,11 @@ def test_unknown_boundary_is_bad_input_listing_the_known_ones() -> None:
 
 
 def test_malformed_case_id_is_bad_input() -> None:
-    """A case id that is not baseline or crash@NAME#HIT names the expected shape."""
+    """A case id that is not a known fault names the expected shape and the known faults."""
     with pytest.raises(BadInputError, match="crash@BOUNDARY#HIT"):
-        CaseSpec.parse("after_claim")
+        validate_cases(systems.resolve("reference"), [CaseSpec.parse("after_claim")])
+    with pytest.raises(BadInputError, match="FAULT\\[@BOUNDARY#HIT\\]"):
+        CaseSpec.parse("crash@after_claim")
 
 
 def test_unreached_boundary_is_a_coverage_gap(tmp_path: Path) -> None:

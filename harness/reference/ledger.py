@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,11 +63,11 @@ class Ledger:
     """The reference system's view of its database."""
 
     def __init__(
-        self, engine: Engine, config: WorkerConfig, *, clock: Callable[[], float] = time.time
+        self, engine: Engine, config: WorkerConfig, *, clock: Callable[[], float] | None = None
     ) -> None:
         self.engine = engine
         self.config = config
-        self.now = clock
+        self.now = clock or config.clock().now
         self.worker = config.worker_name
 
     # -- execution ledger -------------------------------------------------------------------
@@ -246,8 +245,12 @@ class Ledger:
                 epoch=epoch,
             )
 
-    def next_wakeup(self) -> float | None:
-        """When something may next be claimable; None once every queued delivery is settled."""
+    def next_wakeup(self) -> tuple[float | None, float | None] | None:
+        """(earliest retry due, earliest lease lapse), or None once everything queued is settled.
+
+        The two are kept apart because a worker may jump the clock to its own retry time but
+        must never jump it past a rival's lease.
+        """
         with Session(self.engine) as s:
             rows = s.execute(
                 select(
@@ -256,15 +259,16 @@ class Ledger:
             ).all()
         if not rows:
             return None
-        times: list[float] = []
+        due: list[float] = []
+        leased: list[float] = []
         for status, next_at, lease_until in rows:
             if status in TERMINAL_STATES:
-                return self.now()
-            if status == "claimed":
-                times.append(lease_until if lease_until is not None else self.now())
+                due.append(self.now())
+            elif status == "claimed":
+                leased.append(lease_until if lease_until is not None else self.now())
             else:
-                times.append(next_at)
-        return min(times)
+                due.append(next_at)
+        return (min(due) if due else None, min(leased) if leased else None)
 
     # -- fenced updates ---------------------------------------------------------------------
 

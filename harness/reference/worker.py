@@ -17,7 +17,6 @@ Mutants subclass this and override one method each, so each mistake reads as a d
 from __future__ import annotations
 
 import json
-import time
 
 from harness._boundary import boundary
 from harness.errors import LeaseLostError
@@ -27,8 +26,8 @@ from harness.reference.provider_client import Answer, ProviderClient
 from harness.reference.schema import RunRequest
 from harness.worker_config import WorkerConfig
 
-#: the longest a worker idles before looking at the queue again
-IDLE_CAP_S = 0.25
+#: the longest a worker idles before looking at the queue again (a rival's lease may lapse)
+IDLE_CAP_S = 0.05
 
 
 class ReferenceWorker:
@@ -39,7 +38,8 @@ class ReferenceWorker:
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
         self.engine = config.db.engine()
-        self.ledger = Ledger(self.engine, config)
+        self.clock = config.clock()
+        self.ledger = Ledger(self.engine, config, clock=self.clock.now)
         self.provider = ProviderClient(
             config.provider_url, config.credential_secret, timeout_s=config.request_timeout_s
         )
@@ -93,7 +93,16 @@ class ReferenceWorker:
             wake = self.ledger.next_wakeup()
             if wake is None:
                 return
-            time.sleep(min(IDLE_CAP_S, max(0.0, wake - time.time())))
+            # Jump the clock only to a retry time we own; a rival's lease must lapse for real.
+            due, leased = wake
+            if due is not None and (leased is None or due <= leased):
+                self.clock.sleep_until(due, autojump=self.config.autojump, cap_s=IDLE_CAP_S)
+            else:
+                self.clock.sleep_until(
+                    leased if leased is not None else due or 0.0,
+                    autojump=False,
+                    cap_s=IDLE_CAP_S,
+                )
 
     def deliver(self, claim: Claim) -> None:
         if claim.status_before in TERMINAL_STATES:
@@ -111,11 +120,12 @@ class ReferenceWorker:
                 boundary("after_response_persisted")
                 self.cleanup(claim)
                 return
+            boundary("before_retry")
+            # Checked after the boundary, right before sending: time may pass at any point.
             if not self.within_window(claim):
                 self.ledger.persist_terminal(claim, "review", "key window passed; resend unsafe")
                 boundary("after_response_persisted")
                 return
-            boundary("before_retry")
         self.attempt(claim)
 
     def key_for_attempt(self, claim: Claim, attempt: int) -> str:
@@ -127,7 +137,7 @@ class ReferenceWorker:
             return True
         # Leave room for the request itself: a resend must land inside the window.
         margin = self.config.request_timeout_s
-        return time.time() + margin < claim.first_attempt_at + claim.key_window_s
+        return self.clock.now() + margin < claim.first_attempt_at + claim.key_window_s
 
     def reconcile(self, claim: Claim) -> bool:
         """Ask the provider whether an earlier attempt landed; True if that settled it."""

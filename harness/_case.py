@@ -1,0 +1,143 @@
+"""Everything one case needs while it runs, and the verbs a fault module uses to act.
+
+A fault module never forks, signals or touches the database itself: it asks the context to
+spawn, pause, release, stop, move the clock, change the roster, snapshot or restore. So every
+action lands in the trace, and every fault works on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from fake_providers import FaultRule, ProviderProcess
+from harness import _db, trace
+from harness._boundary import Arm
+from harness.clock import SharedClock
+from harness.supervisor import OutcomeKind, Paused, RunningWorker, Supervisor, WorkerOutcome
+from harness.systems import System
+from harness.worker_config import WorkerConfig
+from harness.workload import Workload
+
+#: outcomes that mean a worker did something the harness did not ask for
+ANOMALIES = (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
+
+
+@dataclass
+class CaseContext:
+    system: System
+    workload: Workload
+    target: _db.DatabaseTarget
+    provider: ProviderProcess
+    supervisor: Supervisor
+    secret: str
+    case_dir: Path
+    clock: SharedClock
+    worker_deadline_s: float
+    base_config: WorkerConfig
+    outcomes: list[WorkerOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    provider_rules: list[FaultRule] = field(default_factory=list)
+    #: False once something (a crash, a restore) leaves work for a fresh worker to finish
+    settled: bool = False
+    #: run -> destinations it should reach (the roster when its result commits)
+    intended: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: a dead worker's lease must lapse before the next one starts
+    needs_gap: bool = False
+    _spawned: int = 0
+
+    @property
+    def trace_path(self) -> Path:
+        return self.case_dir / "trace.jsonl"
+
+    # -- workers ----------------------------------------------------------------------------
+
+    def config(self, name: str) -> WorkerConfig:
+        return _replace(self.base_config, worker_name=name)
+
+    def spawn(self, arms: list[Arm] | None = None) -> RunningWorker:
+        if self.needs_gap:
+            self.needs_gap = False
+            self.restart_gap()
+        self._spawned += 1
+        name = f"w{self._spawned}"
+        return self.supervisor.start(
+            name,
+            partial(self.system.main, self.config(name)),
+            trace_path=self.trace_path,
+            arms=arms or [],
+            logdir=self.case_dir,
+        )
+
+    def wait(self, worker: RunningWorker) -> WorkerOutcome:
+        outcome = self.supervisor.wait(
+            worker, timeout_s=self.worker_deadline_s, trace_path=self.trace_path
+        )
+        self.outcomes.append(outcome)
+        self.settled = outcome.kind is OutcomeKind.COMPLETED
+        if outcome.kind is OutcomeKind.CRASHED_AS_PLANNED:
+            self.needs_gap = True
+        if outcome.kind in ANOMALIES:
+            detail = f" by {outcome.signal}" if outcome.signal else ""
+            detail += f" with exit code {outcome.exit_code}" if outcome.exit_code else ""
+            self.notes.append(f"worker {outcome.worker} (pid {outcome.pid}) {outcome.kind}{detail}")
+        return outcome
+
+    def wait_paused(self, worker: RunningWorker) -> Paused | None:
+        return self.supervisor.wait_paused(worker, timeout_s=self.worker_deadline_s)
+
+    def release(self, worker: RunningWorker, verb: str = "continue") -> None:
+        self.supervisor.release(worker, verb)
+
+    def stop(self, worker: RunningWorker) -> None:
+        self.record("sigstop", target=worker.name)
+        self.supervisor.send_signal(worker, signal.SIGSTOP)
+
+    def resume(self, worker: RunningWorker) -> None:
+        self.record("sigcont", target=worker.name)
+        self.supervisor.send_signal(worker, signal.SIGCONT)
+
+    @property
+    def anomalous(self) -> bool:
+        return any(o.kind in ANOMALIES for o in self.outcomes)
+
+    def restart_gap(self) -> None:
+        """Time passes while a crashed worker is replaced: its lease lapses, as in production."""
+        self.advance_clock(self.base_config.lease_s, reason="restart")
+
+    # -- the world --------------------------------------------------------------------------
+
+    def record(self, event: str, **detail: Any) -> None:
+        trace.append(self.trace_path, event=event, worker="harness", pid=0, **detail)
+
+    def advance_clock(self, seconds: float, *, reason: str) -> None:
+        """Move the workers' and the provider's clocks forward together."""
+        self.clock.advance(seconds)
+        self.provider.admin.advance_clock(seconds)
+        self.record("clock_jump", seconds=seconds, reason=reason)
+
+    def add_provider_rule(self, rule: FaultRule) -> None:
+        self.provider_rules.append(rule)
+        self.provider.admin.set_faults(self.provider_rules)
+
+    def engine(self) -> Engine:
+        return self.target.engine()
+
+    def with_engine(self, fn: Callable[[Engine], Any]) -> Any:
+        engine = self.engine()
+        try:
+            return fn(engine)
+        finally:
+            engine.dispose()
+
+
+def _replace(config: WorkerConfig, **changes: Any) -> WorkerConfig:
+    from dataclasses import replace
+
+    return replace(config, **changes)

@@ -1,0 +1,29 @@
+"""``crash``: SIGKILL at a boundary hit, then a fresh process on the same database.
+
+Two or more crash steps in one case (``crash@a#1+crash@b#1``) are the SPEC's
+``crash_during_recovery``: each crash lands in the incarnation that recovers from the last.
+"""
+
+from __future__ import annotations
+
+from harness._boundary import Arm
+from harness._case import CaseContext
+from harness.faults._spec import FaultSpec, not_reached, place
+from harness.schedule import Step
+from harness.supervisor import OutcomeKind
+
+
+def run(ctx: CaseContext, step: Step) -> None:
+    boundary, hit = place(step)
+    worker = ctx.spawn([Arm(boundary, hit)])
+    outcome = ctx.wait(worker)
+    if outcome.kind is OutcomeKind.COMPLETED:
+        not_reached(ctx, step)
+
+
+FAULT = FaultSpec(
+    id="crash",
+    summary="SIGKILL at a boundary hit, then a fresh process on the same database",
+    needs_boundary=True,
+    run=run,
+)

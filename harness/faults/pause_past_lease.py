@@ -1,0 +1,38 @@
+"""``pause_past_lease``: SIGSTOP a worker until its lease has lapsed, let a rival claim the
+item and finish it, then SIGCONT the first.
+
+The first worker is held at the boundary (it says so on its events pipe: no guessing), then
+stopped; the shared clock moves past the lease instead of the test waiting for it. A correct
+worker's late update is fenced off by the lease epoch; a worker without leases sends again.
+"""
+
+from __future__ import annotations
+
+from harness._boundary import Arm
+from harness._case import CaseContext
+from harness.faults._spec import FaultSpec, not_reached, place
+from harness.schedule import Step
+
+
+def run(ctx: CaseContext, step: Step) -> None:
+    boundary, hit = place(step)
+    first = ctx.spawn([Arm(boundary, hit, "pause")])
+    if ctx.wait_paused(first) is None:
+        ctx.wait(first)
+        not_reached(ctx, step)
+        return
+    ctx.stop(first)
+    ctx.advance_clock(ctx.base_config.lease_s + 1.0, reason="pause_past_lease")
+    rival = ctx.spawn()
+    ctx.wait(rival)
+    ctx.resume(first)
+    ctx.release(first)
+    ctx.wait(first)
+
+
+FAULT = FaultSpec(
+    id="pause_past_lease",
+    summary="SIGSTOP a worker past its lease, let a rival claim and finish, then SIGCONT",
+    needs_boundary=True,
+    run=run,
+)

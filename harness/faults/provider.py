@@ -1,0 +1,69 @@
+"""Provider faults: the usual ways a provider fails, set on the fake before workers start.
+
+``:N`` picks the N-th send of the case (default 1). ``provider_accept_then_drop`` records the
+effect and cuts the connection before any reply: the hard case seen from the provider side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fake_providers import FaultRule
+from harness._case import CaseContext
+from harness.errors import BadInputError
+from harness.faults._spec import FaultSpec
+from harness.schedule import Step
+
+
+def _nth(step: Step) -> int:
+    try:
+        n = int(step.arg) if step.arg else 1
+    except ValueError:
+        raise BadInputError(f"{step}: ':{step.arg}' is not a send number") from None
+    if n < 1:
+        raise BadInputError(f"{step}: send numbers start at 1")
+    return n
+
+
+def _rule(make: Callable[[int], FaultRule]) -> Callable[[CaseContext, Step], None]:
+    def prepare(ctx: CaseContext, step: Step) -> None:
+        ctx.add_provider_rule(make(_nth(step)))
+
+    return prepare
+
+
+def _nothing(ctx: CaseContext, step: Step) -> None:
+    """Provider faults act through the provider; the workers run as usual."""
+
+
+def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> FaultSpec:
+    return FaultSpec(
+        id=fault_id,
+        summary=summary,
+        needs_boundary=False,
+        run=_nothing,
+        prepare=_rule(make),
+        arg_help="which send of the case (default 1)",
+    )
+
+
+#: the worker's request timeout is far below this, so the reply is never awaited
+TIMEOUT_HOLD_S = 3.0
+
+FAULTS = (
+    _spec(
+        "provider_accept_then_drop",
+        "the provider records the effect but the response never arrives",
+        lambda n: FaultRule(fault="accept_then_drop", nth=n),
+    ),
+    _spec(
+        "provider_5xx",
+        "the provider answers 503",
+        lambda n: FaultRule(fault="status", status=503, nth=n),
+    ),
+    _spec(
+        "provider_429",
+        "the provider throttles with 429 and Retry-After",
+        lambda n: FaultRule(fault="status", status=429, retry_after=1, nth=n),
+    ),
+)

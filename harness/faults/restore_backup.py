@@ -1,0 +1,40 @@
+"""``restore_backup``: snapshot the database at a boundary, let the worker finish, restore the
+snapshot, then restart.
+
+The restored ledger has forgotten whatever happened after the snapshot, but the provider has
+not. A worker that derives keys from the delivery's identity and reconciles before resending
+replays nothing; one that trusts its (old) ledger sends again.
+"""
+
+from __future__ import annotations
+
+from harness import _db
+from harness._boundary import Arm
+from harness._case import CaseContext
+from harness.faults._spec import FaultSpec, not_reached, place
+from harness.schedule import Step
+
+
+def run(ctx: CaseContext, step: Step) -> None:
+    boundary, hit = place(step)
+    worker = ctx.spawn([Arm(boundary, hit, "pause")])
+    if ctx.wait_paused(worker) is None:
+        ctx.wait(worker)
+        not_reached(ctx, step)
+        return
+    handle = _db.snapshot(ctx.target, "snap")
+    ctx.record("snapshot", boundary=boundary, hit=hit)
+    ctx.release(worker)
+    ctx.wait(worker)
+    _db.restore(ctx.target, handle)
+    ctx.record("restore", boundary=boundary, hit=hit)
+    ctx.settled = False
+    ctx.needs_gap = True  # leases in the snapshot belong to a worker that is gone
+
+
+FAULT = FaultSpec(
+    id="restore_backup",
+    summary="snapshot the ledger at a boundary, let the worker finish, restore it, restart",
+    needs_boundary=True,
+    run=run,
+)

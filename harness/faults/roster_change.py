@@ -1,0 +1,74 @@
+"""``roster_change``: the destination roster changes between a crash and the restart.
+
+Runs whose result was committed before the change must still go to the list frozen at
+commit; runs committed after it legitimately go to the new roster. The harness records
+which runs were committed when it changed the roster, so the intent stays exact.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import Session
+
+from harness._boundary import Arm
+from harness._case import CaseContext
+from harness.faults._spec import FaultSpec, not_reached, place
+from harness.reference.schema import Execution, RosterEntry, RunDestination
+from harness.schedule import Step
+from harness.supervisor import OutcomeKind
+
+
+def change_roster(engine: Engine, roster: dict[str, tuple[str, ...]]) -> dict[str, object]:
+    """Drop the first destination of every topic and add a newcomer; return what changed."""
+    added: list[str] = []
+    removed: list[str] = []
+    new_roster: dict[str, tuple[str, ...]] = {}
+    with Session(engine) as s, s.begin():
+        committed = set(
+            s.scalars(
+                select(Execution.run_id).where(Execution.execution_status == "committed")
+            ).all()
+        )
+        frozen_runs = set(s.scalars(select(RunDestination.run_id)).all())
+        for topic, destinations in sorted(roster.items()):
+            gone = destinations[0]
+            newcomer = f"late-joiner.{topic}@example.org"
+            s.execute(
+                delete(RosterEntry).where(
+                    RosterEntry.topic == topic, RosterEntry.destination == gone
+                )
+            )
+            s.add(RosterEntry(topic=topic, destination=newcomer))
+            removed.append(gone)
+            added.append(newcomer)
+            new_roster[topic] = tuple(sorted((*destinations[1:], newcomer)))
+    return {
+        "added": added,
+        "removed": removed,
+        "committed_before": sorted(committed | frozen_runs),
+        "new_roster": {k: list(v) for k, v in new_roster.items()},
+    }
+
+
+def run(ctx: CaseContext, step: Step) -> None:
+    boundary, hit = place(step)
+    worker = ctx.spawn([Arm(boundary, hit)])
+    outcome = ctx.wait(worker)
+    if outcome.kind is OutcomeKind.COMPLETED:
+        not_reached(ctx, step)
+        return
+    change = ctx.with_engine(lambda e: change_roster(e, ctx.workload.roster))
+    committed = set(change["committed_before"])
+    new_roster = change["new_roster"]
+    for run_spec in ctx.workload.runs:
+        if run_spec.run_id not in committed:
+            ctx.intended[run_spec.run_id] = tuple(new_roster[run_spec.topic])
+    ctx.record("roster_change", **change)
+
+
+FAULT = FaultSpec(
+    id="roster_change",
+    summary="crash at a boundary, change the roster, then restart",
+    needs_boundary=True,
+    run=run,
+)

@@ -1,0 +1,277 @@
+"""Scenario files (TOML): what to run, against what, and what must come out of it.
+
+A scenario is data, loaded by path, so a user's own files and the built-in ones (shipped
+inside the package) are read the same way and a ``scenarios/`` folder in the user's
+repository never shadows ours. Every error names the file, the line and the key, and says
+what was expected.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fake_providers import FaultRule
+from harness.errors import BadInputError
+from harness.invariants import CHECKERS
+from harness.schedule import CaseSpec
+
+#: the tables and keys a scenario may have, with the type each key expects
+_SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
+    "scenario": {"name": (str,), "description": (str,), "system": (str,), "seed": (int,)},
+    "workload": {"runs": (int,), "destinations_per_topic": (int,)},
+    "provider": {"preset": (str,), "faults": (list,)},
+    "worker": {
+        "lease_s": (int, float),
+        "retry_backoff_s": (list,),
+        "max_attempts": (int,),
+        "key_window_s": (int, float),
+        "request_timeout_s": (int, float),
+        "deadline_s": (int, float),
+    },
+    "cases": {"mode": (str,), "list": (list,), "depth": (int,)},
+    "expect": {"hold": (str, list), "violation": (str,)},
+}
+_MODES = ("certify", "sweep", "list")
+_PRESETS = ("payments",)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    path: Path
+    name: str
+    description: str
+    system: str
+    seed: int | None
+    runs: int
+    destinations_per_topic: int
+    provider_preset: str
+    provider_faults: tuple[dict[str, Any], ...] | None
+    worker_overrides: dict[str, Any]
+    worker_deadline_s: float
+    mode: str
+    cases: tuple[CaseSpec, ...]
+    depth: int
+    #: invariants that must hold ("all" = every checker)
+    hold: tuple[str, ...]
+    #: for a negative scenario: the invariant that must fire somewhere
+    violation: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ScenarioError(BadInputError):
+    """A scenario file is malformed; the message names file, line and key."""
+
+
+def builtin_dir() -> Path:
+    """Where the built-in scenarios live inside the installed package."""
+    return Path(str(resources.files("harness") / "scenarios"))
+
+
+def builtin_paths() -> list[Path]:
+    return sorted(builtin_dir().glob("*.toml"))
+
+
+def resolve_path(name: str) -> Path:
+    """A path as given, or the name of a built-in scenario (with or without ``.toml``)."""
+    given = Path(name)
+    if given.exists():
+        return given
+    stem = given.name.removesuffix(".toml")
+    candidate = builtin_dir() / f"{stem}.toml"
+    if candidate.exists() and given.parent == Path("."):
+        return candidate
+    names = [p.stem for p in builtin_paths()]
+    hint = difflib.get_close_matches(stem, names, n=3)
+    raise BadInputError(
+        f"scenario {name!r}: no such file, and no built-in scenario of that name"
+        + (f"; did you mean {', '.join(hint)}?" if hint else f"; built-ins: {', '.join(names)}")
+    )
+
+
+def _line_of(text: str, table: str | None, key: str | None) -> int | None:
+    lines = text.splitlines()
+    start = 0
+    if table is not None:
+        header = re.compile(rf"^\s*\[+\s*{re.escape(table)}(\.[^\]]*)?\s*\]+")
+        for i, line in enumerate(lines):
+            if header.match(line):
+                start = i
+                break
+        else:
+            return None
+    if key is None:
+        return start + 1
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    for i in range(start, len(lines)):
+        if pattern.match(lines[i]):
+            return i + 1
+    return start + 1
+
+
+def _err(path: Path, text: str, table: str | None, key: str | None, message: str) -> ScenarioError:
+    line = _line_of(text, table, key)
+    where = f"{path}:{line}" if line else str(path)
+    dotted = ".".join(x for x in (table, key) if x)
+    return ScenarioError(f"{where}: [{dotted}] {message}" if dotted else f"{where}: {message}")
+
+
+def load(path: Path) -> Scenario:
+    """Read and validate one scenario file."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    for table, value in data.items():
+        if table not in _SCHEMA:
+            hint = difflib.get_close_matches(table, list(_SCHEMA), n=1)
+            raise _err(
+                path,
+                text,
+                table,
+                None,
+                "unknown table"
+                + (
+                    f"; did you mean [{hint[0]}]?"
+                    if hint
+                    else f"; expected one of {', '.join(_SCHEMA)}"
+                ),
+            )
+        if not isinstance(value, dict):
+            raise _err(path, text, None, table, "expected a table")
+        for key, item in value.items():
+            allowed = _SCHEMA[table]
+            if key not in allowed:
+                hint = difflib.get_close_matches(key, list(allowed), n=1)
+                raise _err(
+                    path,
+                    text,
+                    table,
+                    key,
+                    "unknown key"
+                    + (
+                        f"; did you mean {hint[0]!r}?"
+                        if hint
+                        else f"; expected one of {', '.join(allowed)}"
+                    ),
+                )
+            if not isinstance(item, allowed[key]) or isinstance(item, bool):
+                names = " or ".join(t.__name__ for t in allowed[key])
+                raise _err(path, text, table, key, f"expected {names}, got {item!r}")
+    return _build(path, text, data)
+
+
+def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
+    meta = data.get("scenario", {})
+    if "system" not in meta:
+        raise _err(
+            path, text, "scenario", None, "missing key 'system' (e.g. system = \"reference\")"
+        )
+    workload = data.get("workload", {})
+    for key in ("runs", "destinations_per_topic"):
+        if key in workload and not 1 <= workload[key] <= 50:
+            raise _err(path, text, "workload", key, "expected a whole number from 1 to 50")
+    provider = data.get("provider", {})
+    preset = provider.get("preset", "payments")
+    if preset not in _PRESETS:
+        raise _err(
+            path,
+            text,
+            "provider",
+            "preset",
+            f"unknown preset {preset!r}; expected one of {', '.join(_PRESETS)}",
+        )
+    faults: tuple[dict[str, Any], ...] | None = None
+    if "faults" in provider:
+        checked = []
+        for i, rule in enumerate(provider["faults"]):
+            if not isinstance(rule, dict):
+                raise _err(path, text, "provider", "faults", f"entry {i + 1}: expected a table")
+            try:
+                FaultRule(**rule)
+            except Exception as exc:
+                raise _err(path, text, "provider", "faults", f"entry {i + 1}: {exc}") from None
+            checked.append(dict(rule))
+        faults = tuple(checked)
+    worker = dict(data.get("worker", {}))
+    deadline = float(worker.pop("deadline_s", 60.0))
+    if "retry_backoff_s" in worker:
+        backoff = worker["retry_backoff_s"]
+        if not backoff or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) and x >= 0 for x in backoff
+        ):
+            raise _err(
+                path, text, "worker", "retry_backoff_s", "expected a non-empty list of seconds >= 0"
+            )
+        worker["retry_backoff_s"] = tuple(float(x) for x in backoff)
+    cases_table = data.get("cases", {})
+    mode = cases_table.get("mode", "certify")
+    if mode not in _MODES:
+        raise _err(
+            path, text, "cases", "mode", f"expected one of {', '.join(_MODES)}, got {mode!r}"
+        )
+    cases: list[CaseSpec] = []
+    for item in cases_table.get("list", []):
+        if not isinstance(item, str):
+            raise _err(path, text, "cases", "list", f"expected case ids (strings), got {item!r}")
+        try:
+            cases.append(CaseSpec.parse(item))
+        except BadInputError as exc:
+            raise _err(path, text, "cases", "list", str(exc)) from None
+    if mode == "list" and not cases:
+        raise _err(path, text, "cases", "list", "mode 'list' needs at least one case id")
+    depth = cases_table.get("depth", 1)
+    if depth not in (1, 2):
+        raise _err(path, text, "cases", "depth", "expected 1 or 2")
+    expect = data.get("expect", {})
+    hold_raw = expect.get("hold", "all")
+    hold = (
+        tuple(CHECKERS)
+        if hold_raw == "all"
+        else tuple([hold_raw] if isinstance(hold_raw, str) else hold_raw)
+    )
+    for name in hold:
+        if name not in CHECKERS:
+            raise _err(
+                path,
+                text,
+                "expect",
+                "hold",
+                f"unknown invariant {name!r}; known: {', '.join(CHECKERS)}",
+            )
+    violation = expect.get("violation")
+    if violation is not None and violation not in CHECKERS:
+        raise _err(
+            path,
+            text,
+            "expect",
+            "violation",
+            f"unknown invariant {violation!r}; known: {', '.join(CHECKERS)}",
+        )
+    return Scenario(
+        path=path,
+        name=str(meta.get("name", path.stem)),
+        description=str(meta.get("description", "")),
+        system=str(meta["system"]),
+        seed=meta.get("seed"),
+        runs=int(workload.get("runs", 3)),
+        destinations_per_topic=int(workload.get("destinations_per_topic", 2)),
+        provider_preset=preset,
+        provider_faults=faults,
+        worker_overrides=worker,
+        worker_deadline_s=deadline,
+        mode=mode,
+        cases=tuple(cases),
+        depth=depth,
+        hold=hold,
+        violation=violation,
+    )
