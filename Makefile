@@ -26,6 +26,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_cycle.py
 	$(BIN)/python benchmarks/bench_boundary.py
+	$(BIN)/python benchmarks/bench_sweep_explore.py
 
 clean:
 	rm -rf $(VENV) reports/report.json reports/report.md

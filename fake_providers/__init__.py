@@ -1,9 +1,12 @@
-"""fake_providers: out-of-process fake HTTP providers with a durable effect log.
+"""fake_providers: out-of-process fake providers with a durable effect log.
 
 The crash harness kills delivery workers and then counts what the providers *actually
 received*; these fakes are the providers. Each runs as its own process (so it survives the
 workers it judges), logs every request to SQLite before replying, and can inject faults such
-as accepting a message and then cutting the connection before the reply.
+as accepting a message and then cutting the connection before the reply. Six presets follow
+real providers' documented semantics (``docs/providers.md``): ``payments`` (Stripe),
+``orders`` (PayPal), ``queue-fifo`` (SQS FIFO), ``chat`` (Slack/forums), ``smtp`` (a real
+SMTP server with AUTH) and ``webhook`` (Standard Webhooks).
 
 What lives where:
 
@@ -12,10 +15,13 @@ What lives where:
 - ``_records``: ``Effect`` (one log record) and ``FaultRule``, shared by server and client.
 - ``_errors``: ``ProviderError`` and ``ProviderStartError``.
 - ``__main__``: ``python -m fake_providers serve ...``, the server process entry point.
+- ``_cli``: ``crash-harness providers serve|list``, the same for a human at a terminal.
+- ``_runner``: run one provider in this process (secrets, listeners, signals).
 - ``_server``: werkzeug threaded server on loopback (TCP_NODELAY, no access log).
-- ``_app``: the WSGI app, i.e. the HTTP contract (worker API and admin API).
+- ``_app``: the shared core every preset plugs into (auth, scopes, log, faults, admin API).
+- ``presets/``: one module per preset: its semantics and nothing else.
+- ``_presets``: the registry of presets; ``_options``: per-instance preset options.
 - ``_effect_log``: the append-only SQLite log (WAL, synchronous=FULL).
-- ``_presets``: per-kind behaviour (dedupe window, lookup); only ``payments`` so far.
 - ``_credentials``: credential parsing, env var names, constant-time secret checks.
 """
 

@@ -1,9 +1,22 @@
-"""The WSGI app: the provider's HTTP contract (worker API and admin API) on top of the log.
+"""The shared core every preset plugs into: auth, scopes, the effect log, faults, admin API.
 
-Every worker request that reaches a handler is appended to the effect log and committed
-*before* the reply is produced, so what the log says the provider saw is never less than
-what any client was told. Idempotency decisions (look up the key, then append) run under
-one lock so two concurrent requests with the same key cannot both be accepted.
+A preset (``fake_providers/presets/<name>.py``) is a small module: the provider semantics
+(dedupe window, lookup, rendered surface) and nothing else. The core owns everything that
+must behave the same for all of them:
+
+- every worker request that reaches a handler is appended to the effect log and committed
+  *before* the reply is produced, so what the log says the provider saw is never less than
+  what any client was told;
+- decisions (look up the key, then append) run under one lock, so two concurrent requests
+  with the same key cannot both be accepted;
+- credentials (401), destination scopes (403, logged ``refused``), fault rules (picked and
+  counted in one place, applied the same way by every preset), the provider clock, and the
+  admin API (``/_admin/*``).
+
+HTTP presets that take the worker's JSON message (``POST /v1/messages`` with destination,
+run_id, delivery_id, body and optionally recognizer) derive from ``MessagePreset`` and fill
+in a few hooks; the SMTP preset derives from ``Preset`` and runs its own listener, using the
+same log, lock, faults and clock.
 """
 
 from __future__ import annotations
@@ -11,14 +24,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import secrets
+import random
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final, NamedTuple
 from wsgiref.types import StartResponse, WSGIEnvironment
 
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -28,32 +42,43 @@ from werkzeug.wrappers import Request, Response
 from fake_providers._credentials import Credential, find_credential, token_matches
 from fake_providers._effect_log import FILTER_COLUMNS, EffectLog
 from fake_providers._errors import ProviderError
-from fake_providers._presets import Preset
+from fake_providers._options import Option, resolve_options
 from fake_providers._records import FaultRule
 
-REQUIRED_FIELDS: Final = ("destination", "run_id", "delivery_id", "body", "recognizer")
+MESSAGE_FIELDS: Final = ("destination", "run_id", "delivery_id", "body", "recognizer")
+"""The worker-facing JSON fields of every HTTP preset (recognizer optional for most)."""
+
 MAX_BODY_BYTES: Final = 1 << 20
+MAX_WAIT_S: Final = 30.0
+
+_ROUTE_ARGS: Final = "fake_providers.route_args"
+
+RECOGNIZER_RE: Final = re.compile(r"ch-[0-9a-f]{12}")
+"""The content-visible canary a worker puts in its text (``[ref ch-0123456789ab]``)."""
 
 
 class _Request(Request):
     max_content_length = MAX_BODY_BYTES
 
 
-class _Reply(NamedTuple):
+class Reply(NamedTuple):
+    """What a handler produced: a response, or (``drop``) a connection to cut instead."""
+
     response: Response
-    drop: bool = False  # cut the connection instead of sending ``response``
+    drop: bool = False
+
+
+@dataclass(frozen=True)
+class Route:
+    """One URL rule a preset serves: werkzeug path, methods, handler."""
+
+    path: str
+    methods: tuple[str, ...]
+    handler: Callable[[Request], Reply]
 
 
 @dataclass
-class _Armed:
-    """A fault rule plus how many requests have matched it in this epoch."""
-
-    rule: FaultRule
-    matched: int = 0
-
-
-@dataclass
-class _Attempt:
+class Attempt:
     """What is known about one worker request so far; becomes one log record."""
 
     credential_id: str | None = None
@@ -64,24 +89,104 @@ class _Attempt:
     payload_hash: str | None = None
     recognizer: str | None = None
 
+    def match_values(self) -> dict[str, str | None]:
+        """The fields a ``FaultRule.match`` can name."""
+        return {
+            "destination": self.destination,
+            "run_id": self.run_id,
+            "delivery_id": self.delivery_id,
+            "idempotency_key": self.idempotency_key,
+        }
 
-def _json(
-    status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None
+
+@dataclass
+class Incoming:
+    """A validated, authenticated, in-scope worker message handed to a preset's hooks."""
+
+    attempt: Attempt
+    body: dict[str, Any]
+    credential: Credential
+    request: Request
+    fault: FaultRule | None = None
+
+    @property
+    def fault_name(self) -> str | None:
+        """The fault applied to this request (logged with its record), if any."""
+        return None if self.fault is None else self.fault.fault
+
+    @property
+    def key(self) -> str:
+        """The dedupe key (only call where the preset made it mandatory)."""
+        assert self.attempt.idempotency_key is not None
+        return self.attempt.idempotency_key
+
+    @property
+    def destination(self) -> str:
+        """The validated destination."""
+        return str(self.body["destination"])
+
+
+@dataclass
+class _Armed:
+    """A fault rule, how many requests have matched it in this epoch, and its dice."""
+
+    rule: FaultRule
+    matched: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    @classmethod
+    def arm(cls, rule: FaultRule) -> _Armed:
+        return cls(rule=rule, rng=random.Random(rule.seed or 0))
+
+
+@dataclass
+class _Flight:
+    """A worker request between admission and its reply (for ``/_admin/in_flight``)."""
+
+    attempt: Attempt
+    stage: str
+    since: float
+    epoch: int
+
+
+def json_response(
+    status: int,
+    payload: Mapping[str, Any] | Sequence[Any],
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
-    return _raw_json(status, json.dumps(payload, separators=(",", ":")), headers)
+    """A compact JSON response."""
+    return raw_json(status, json.dumps(payload, separators=(",", ":")), headers)
 
 
-def _raw_json(status: int, body: str, headers: Mapping[str, str] | None = None) -> Response:
+def raw_json(status: int, body: str, headers: Mapping[str, str] | None = None) -> Response:
+    """A JSON response from already-serialised text (used to replay saved replies)."""
     return Response(body, status=status, headers=dict(headers or {}), mimetype="application/json")
 
 
-def payload_hash(body: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON body (sorted keys, compact, UTF-8)."""
+def payload_hash(body: Mapping[str, Any] | bytes) -> str:
+    """sha256 of the canonical JSON body (sorted keys, compact, UTF-8), or of raw bytes."""
+    if isinstance(body, bytes):
+        return hashlib.sha256(body).hexdigest()
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _bearer(request: Request) -> str | None:
+def find_recognizer(text: object) -> str | None:
+    """The first ``ch-<12 hex>`` in ``text`` (a string), if any."""
+    if not isinstance(text, str):
+        return None
+    found = RECOGNIZER_RE.search(text)
+    return None if found is None else found.group(0)
+
+
+def route_arg(request: Request, name: str) -> str:
+    """A variable part of the matched URL rule (``<path:channel>`` -> ``channel``)."""
+    args = request.environ.get(_ROUTE_ARGS) or {}
+    return str(args.get(name, ""))
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, if well formed."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -89,7 +194,9 @@ def _bearer(request: Request) -> str | None:
     return token.strip()
 
 
-def _parse_message(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _parse_message(
+    raw: bytes, required: Sequence[str]
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Return (body, error payload). ``body`` is set whenever the JSON is an object."""
     try:
         body = json.loads(raw) if raw else None
@@ -97,12 +204,111 @@ def _parse_message(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | 
         return None, {"error": "body is not valid JSON"}
     if not isinstance(body, dict):
         return None, {"error": "body must be a JSON object"}
-    for name in REQUIRED_FIELDS:
+    for name in MESSAGE_FIELDS:
         if name not in body:
-            return body, {"error": f"missing field: {name}", "field": name}
+            if name in required:
+                return body, {"error": f"missing field: {name}", "field": name}
+            continue
         if not isinstance(body[name], str):
             return body, {"error": f"field {name} must be a string", "field": name}
     return body, None
+
+
+# -- presets ----------------------------------------------------------------------------
+
+
+class Preset:
+    """Base of every preset: the semantics of one kind of provider, plugged into the core.
+
+    ``core`` is the ``ProviderApp``; ``options`` are this instance's resolved options.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, core: ProviderApp, options: Mapping[str, Any]) -> None:
+        self.core = core
+        self.options = dict(options)
+
+    def routes(self) -> list[Route]:
+        """Worker-facing URL rules (the admin API is added by the core)."""
+        return []
+
+    def start(self, host: str) -> dict[str, Any]:
+        """Start any extra listener on ``host``; return extra fields for the ready line."""
+        return {}
+
+    def stop(self) -> None:
+        """Stop what ``start`` started."""
+
+    def info(self) -> dict[str, Any]:
+        """Extra fields for ``GET /_admin/info``."""
+        return {}
+
+
+class MessagePreset(Preset):
+    """An HTTP preset whose worker API is ``POST /v1/messages`` with the JSON message.
+
+    The core validates (credential, body, key, scope), picks faults and logs; the preset
+    answers four questions through hooks: which key a request carries (``key_of``), whether
+    it may start now (``admit``, under the lock: e.g. 409 while the same key is in flight),
+    what happens to it (``decide``, under the lock: dedupe, record, reply), and what to
+    forget afterwards (``release``).
+    """
+
+    key_header: ClassVar[str | None] = None
+    """Header carrying the dedupe key (logged as idempotency_key even when not honoured)."""
+    required_fields: ClassVar[tuple[str, ...]] = ("destination", "run_id", "delivery_id", "body")
+    missing_key_error: ClassVar[str] = "missing idempotency key"
+
+    @property
+    def key_required(self) -> bool:
+        """True if a request without a key is refused (400)."""
+        return False
+
+    def routes(self) -> list[Route]:
+        return [Route("/v1/messages", ("POST",), self.core.handle_message), *self.extra_routes()]
+
+    def extra_routes(self) -> list[Route]:
+        """Lookups and surfaces."""
+        return []
+
+    def key_of(self, request: Request, body: Mapping[str, Any] | None) -> str | None:
+        """The dedupe key this request carries (default: the ``key_header`` header)."""
+        if self.key_header is None:
+            return request.headers.get("Idempotency-Key") or None
+        return request.headers.get(self.key_header) or None
+
+    def authenticate(self, request: Request, raw: bytes) -> Credential | None:
+        """The credential that signed or carries this request (default: bearer token)."""
+        return self.core.bearer_credential(request)
+
+    def admit(self, incoming: Incoming) -> Reply | None:
+        """Under the lock, before processing: a reply to refuse the request now, or None."""
+        return None
+
+    def decide(self, incoming: Incoming) -> Reply:
+        """Under the lock: dedupe, record (exactly one log record), reply."""
+        raise NotImplementedError
+
+    def release(self, incoming: Incoming) -> None:
+        """Under the lock, after ``decide`` (or if it raised)."""
+
+
+@dataclass(frozen=True)
+class PresetSpec:
+    """A preset as the registry knows it: name, what it models, options, factory."""
+
+    name: str
+    models: str
+    options: tuple[Option, ...]
+    factory: Callable[[ProviderApp, Mapping[str, Any]], Preset]
+
+    def resolve(self, given: Mapping[str, object] | None) -> dict[str, Any]:
+        """Validated options: defaults overlaid with ``given``."""
+        return resolve_options(self.name, self.options, given)
+
+
+# -- the core ---------------------------------------------------------------------------
 
 
 class ProviderApp:
@@ -111,43 +317,52 @@ class ProviderApp:
     def __init__(
         self,
         *,
-        preset: Preset,
+        spec: PresetSpec,
         log: EffectLog,
         credentials: Mapping[str, Credential],
         admin_token: str,
+        options: Mapping[str, object] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.preset = preset
-        self._log = log
-        self._credentials = dict(credentials)
+        self.spec = spec
+        self.options = spec.resolve(options)
+        self.log = log
+        self.credentials = dict(credentials)
         self._admin_token = admin_token
         self._clock = clock
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        self._flights_changed = threading.Condition(self.lock)
+        self._closing = threading.Event()
         self._epoch = log.current_epoch()
         self._clock_offset = log.clock_offset()
         self._faults: list[_Armed] = []
+        self._flights: dict[int, _Flight] = {}
+        self._next_flight = 0
+        self.preset = spec.factory(self, self.options)
+        routes = [
+            *self.preset.routes(),
+            Route("/_admin/health", ("GET",), self._health),
+            Route("/_admin/info", ("GET",), self._admin(self._info)),
+            Route("/_admin/effects", ("GET",), self._admin(self._effects)),
+            Route("/_admin/reset", ("POST",), self._admin(self._reset)),
+            Route("/_admin/faults", ("POST",), self._admin(self._set_faults)),
+            Route("/_admin/faults", ("DELETE",), self._admin(self._clear_faults)),
+            Route("/_admin/clock", ("POST",), self._admin(self._advance_clock)),
+            Route("/_admin/in_flight", ("GET",), self._admin(self._in_flight)),
+        ]
+        self._handlers = {str(i): route.handler for i, route in enumerate(routes)}
         self._url_map = Map(
-            [
-                Rule("/v1/messages", methods=["POST"], endpoint="create_message"),
-                Rule("/v1/messages", methods=["GET"], endpoint="lookup_message"),
-                Rule("/_admin/health", methods=["GET"], endpoint="health"),
-                Rule("/_admin/effects", methods=["GET"], endpoint="effects"),
-                Rule("/_admin/reset", methods=["POST"], endpoint="reset"),
-                Rule("/_admin/faults", methods=["POST"], endpoint="set_faults"),
-                Rule("/_admin/faults", methods=["DELETE"], endpoint="clear_faults"),
-                Rule("/_admin/clock", methods=["POST"], endpoint="clock"),
-            ]
+            [Rule(r.path, methods=list(r.methods), endpoint=str(i)) for i, r in enumerate(routes)]
         )
-        self._handlers: dict[str, Callable[[Request], _Reply]] = {
-            "create_message": self._create_message,
-            "lookup_message": self._lookup_message,
-            "health": self._health,
-            "effects": self._admin(self._effects),
-            "reset": self._admin(self._reset),
-            "set_faults": self._admin(self._set_faults),
-            "clear_faults": self._admin(self._clear_faults),
-            "clock": self._admin(self._advance_clock),
-        }
+
+    def start(self, host: str) -> dict[str, Any]:
+        """Start the preset's extra listeners on ``host``; return extra ready-line fields."""
+        return self.preset.start(host)
+
+    def close(self) -> None:
+        """Release held replies and stop the preset's listeners."""
+        self._closing.set()
+        self.preset.stop()
 
     # -- WSGI ---------------------------------------------------------------------------
 
@@ -155,15 +370,16 @@ class ProviderApp:
         """Route, handle (logging first), then reply, or cut the connection for a drop."""
         request = _Request(environ)
         try:
-            endpoint, _args = self._url_map.bind_to_environ(environ).match()
+            endpoint, args = self._url_map.bind_to_environ(environ).match()
+            environ[_ROUTE_ARGS] = args
             reply = self._handlers[str(endpoint)](request)
         except HTTPException as exc:
             code = exc.code or 500
-            reply = _Reply(_json(code, {"error": exc.name.lower()}))
+            reply = Reply(json_response(code, {"error": exc.name.lower()}))
         if reply.drop:
             sock = environ.get("werkzeug.socket")
             if not isinstance(sock, socket.socket):
-                return _json(500, {"error": "accept_then_drop needs the werkzeug server"})(
+                return json_response(500, {"error": "accept_then_drop needs the werkzeug server"})(
                     environ, start_response
                 )
             # The effect is already committed. Cut both directions so the client sees the
@@ -173,213 +389,244 @@ class ProviderApp:
                 sock.shutdown(socket.SHUT_RDWR)
         return reply.response(environ, start_response)
 
+    # -- services for presets -----------------------------------------------------------
+
     def now(self) -> float:
         """The provider clock: wall clock plus every advance recorded in the log."""
         return self._clock() + self._clock_offset
 
-    # -- worker API ---------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The current epoch (read it under ``lock`` when it must not move)."""
+        return self._epoch
 
-    def _authenticate(self, request: Request) -> Credential | None:
-        token = _bearer(request)
-        return None if token is None else find_credential(self._credentials, token)
+    def pause(self, seconds: float) -> None:
+        """Hold the calling thread (a slow or held reply); returns early when closing."""
+        self._closing.wait(seconds)
 
-    def _record(
+    def bearer_credential(self, request: Request) -> Credential | None:
+        """The credential whose secret is the request's bearer token, if any."""
+        token = bearer_token(request)
+        return None if token is None else find_credential(self.credentials, token)
+
+    def append(
         self,
-        attempt: _Attempt,
+        attempt: Attempt,
         *,
         outcome: str,
-        status: int,
-        payload: Mapping[str, Any],
-        headers: Mapping[str, str] | None = None,
+        status: int | None,
         fault: str | None = None,
-        drop: bool = False,
-    ) -> _Reply:
-        """Append the attempt to the log (committed), then build the reply."""
-        body = json.dumps(payload, separators=(",", ":"))
-        self._log.append(
+        provider_message_id: str | None = None,
+        response_body: str | None = None,
+        content: str | None = None,
+        received_at: float | None = None,
+    ) -> None:
+        """Append one record for ``attempt`` to the log (committed before returning)."""
+        self.log.append(
             epoch=self._epoch,
-            received_at=self.now(),
+            received_at=self.now() if received_at is None else received_at,
             outcome=outcome,
             status_code=status,
             fault=fault,
+            provider_message_id=provider_message_id,
+            response_body=response_body,
+            content=content,
             **vars(attempt),
         )
-        return _Reply(_raw_json(status, body, headers), drop)
 
-    def _create_message(self, request: Request) -> _Reply:
-        """POST /v1/messages: credential (401), key and body (400/413), scope (403), then
-        faults and idempotency in ``_decide``. Every path appends exactly one record."""
-        attempt = _Attempt(idempotency_key=request.headers.get("Idempotency-Key") or None)
+    def record(
+        self,
+        attempt: Attempt,
+        *,
+        outcome: str,
+        status: int,
+        payload: Mapping[str, Any] | str,
+        headers: Mapping[str, str] | None = None,
+        fault: str | None = None,
+        provider_message_id: str | None = None,
+        save: bool = False,
+        content: str | None = None,
+    ) -> Reply:
+        """Append the attempt to the log (committed), then build the JSON reply.
+
+        ``save`` stores the reply in the record so a later request can replay it exactly.
+        """
+        body = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+        self.append(
+            attempt,
+            outcome=outcome,
+            status=status,
+            fault=fault,
+            provider_message_id=provider_message_id,
+            response_body=body if save else None,
+            content=content,
+        )
+        return Reply(raw_json(status, body, headers))
+
+    def pick_fault(self, candidates: Sequence[Mapping[str, str | None]]) -> FaultRule | None:
+        """Count one request against every rule it matches; return the first that fires.
+
+        ``candidates`` are the request's match values (several for an SMTP message with
+        several recipients: a rule matches if any of them does). Caller holds ``lock``.
+        """
+        chosen: FaultRule | None = None
+        for armed in self._faults:
+            if not any(armed.rule.matches(values) for values in candidates):
+                continue
+            armed.matched += 1
+            if not armed.rule.applies_to(armed.matched):
+                continue
+            # Draw for every eligible request, so one rule's dice never depend on others.
+            fires = armed.rule.probability is None or armed.rng.random() < armed.rule.probability
+            if fires and chosen is None:
+                chosen = armed.rule
+        return chosen
+
+    def enter_flight(self, attempt: Attempt, stage: str) -> int:
+        """Register a request as in flight (caller holds ``lock``); returns its token."""
+        self._next_flight += 1
+        self._flights[self._next_flight] = _Flight(attempt, stage, time.monotonic(), self._epoch)
+        self._flights_changed.notify_all()
+        return self._next_flight
+
+    def flight_stage(self, token: int, stage: str) -> None:
+        """Move an in-flight request to another stage (caller holds ``lock``)."""
+        flight = self._flights.get(token)
+        if flight is not None:
+            flight.stage = stage
+            self._flights_changed.notify_all()
+
+    def leave_flight(self, token: int) -> None:
+        """The request has been answered (caller holds ``lock``)."""
+        self._flights.pop(token, None)
+        self._flights_changed.notify_all()
+
+    # -- the shared worker pipeline for MessagePreset -----------------------------------
+
+    def handle_message(self, request: Request) -> Reply:
+        """POST /v1/messages: credential (401), size (413), key and body (400), scope (403),
+        then faults and the preset's decision. Every path appends exactly one record."""
+        preset = self.preset
+        assert isinstance(preset, MessagePreset)
         try:
-            raw = request.get_data(cache=False)
+            raw: bytes | None = request.get_data(cache=False)
         except RequestEntityTooLarge:
             raw = None
-        body, error = (None, None) if raw is None else _parse_message(raw)
+        body, error = (None, None) if raw is None else _parse_message(raw, preset.required_fields)
+        attempt = Attempt(idempotency_key=preset.key_of(request, body))
         if body is not None:
             for name in ("destination", "run_id", "delivery_id", "recognizer"):
                 value = body.get(name)
                 if isinstance(value, str):
                     setattr(attempt, name, value)
-        credential = self._authenticate(request)
-        with self._lock:
+            if attempt.recognizer is None:
+                attempt.recognizer = find_recognizer(body.get("body"))
+        credential = preset.authenticate(request, raw or b"")
+        with self.lock:
             if credential is None:
-                payload = {"error": "unauthenticated"}
-                return self._record(attempt, outcome="unauthenticated", status=401, payload=payload)
+                payload: dict[str, Any] = {"error": "unauthenticated"}
+                return self.record(attempt, outcome="unauthenticated", status=401, payload=payload)
             attempt.credential_id = credential.credential_id
             if raw is None:
                 payload = {"error": f"body larger than {MAX_BODY_BYTES} bytes"}
-                return self._record(attempt, outcome="rejected", status=413, payload=payload)
-            if attempt.idempotency_key is None:
-                payload = {"error": "missing idempotency key"}
-                return self._record(attempt, outcome="rejected", status=400, payload=payload)
+                return self.record(attempt, outcome="rejected", status=413, payload=payload)
+            if preset.key_required and attempt.idempotency_key is None:
+                payload = {"error": preset.missing_key_error}
+                return self.record(attempt, outcome="rejected", status=400, payload=payload)
             if error is not None or body is None:
                 payload = error or {"error": "body must be a JSON object"}
-                return self._record(attempt, outcome="rejected", status=400, payload=payload)
+                return self.record(attempt, outcome="rejected", status=400, payload=payload)
             attempt.payload_hash = payload_hash(body)
             if not credential.allows(body["destination"]):
                 payload = {"error": "destination out of scope"}
-                return self._record(attempt, outcome="refused", status=403, payload=payload)
-            return self._decide(attempt, body["destination"])
-
-    def _decide(self, attempt: _Attempt, destination: str) -> _Reply:
-        """Faults, then Stripe-like idempotency. Caller holds ``self._lock``."""
-        assert attempt.credential_id is not None
-        assert attempt.idempotency_key is not None
-        fault = self._pick_fault(attempt)
-        echo = {"Idempotency-Key": attempt.idempotency_key}
-        if fault is not None and fault.fault == "status":
-            assert fault.status is not None
-            headers = dict(echo)
-            if fault.retry_after is not None:
-                headers["Retry-After"] = str(fault.retry_after)
-            payload = {"error": "injected fault", "status": fault.status}
-            return self._record(
-                attempt,
-                outcome="failed_by_fault",
-                status=fault.status,
-                payload=payload,
-                headers=headers,
-                fault="status",
+                return self.record(attempt, outcome="refused", status=403, payload=payload)
+            incoming = Incoming(attempt, body, credential, request)
+            fault = self.pick_fault([attempt.match_values()])
+            if fault is not None and fault.fault == "status":
+                return self._status_fault(incoming, fault)
+            incoming.fault = fault
+            early = preset.admit(incoming)
+            if early is not None:
+                return self._deliver(early, fault)
+            token = self.enter_flight(
+                attempt, "slow" if fault and fault.fault == "slow" else "busy"
             )
-        drop = fault is not None  # accept_then_drop: process normally, then cut the line
-        fault_name = fault.fault if fault is not None else None
-        now = self.now()
-        prior = self._log.find_acceptance(
-            epoch=self._epoch,
-            credential_id=attempt.credential_id,
-            idempotency_key=attempt.idempotency_key,
-        )
-        if prior is not None and now - prior.effect.received_at < self.preset.window_s:
-            original = prior.effect
-            if original.payload_hash != attempt.payload_hash:
-                payload = {"error": "idempotency key reused with different parameters"}
-                return self._record(
-                    attempt,
-                    outcome="rejected",
-                    status=422,
-                    payload=payload,
-                    headers=echo,
-                    fault=fault_name,
-                    drop=drop,
-                )
-            self._log.append(
-                epoch=self._epoch,
-                received_at=now,
-                outcome="deduplicated",
-                status_code=original.status_code,
-                provider_message_id=original.provider_message_id,
-                fault=fault_name,
-                **vars(attempt),
-            )
-            headers = {**echo, "Idempotent-Replayed": "true"}
-            status = original.status_code or 200
-            return _Reply(_raw_json(status, prior.response_body, headers), drop)
-        message_id = "msg_" + secrets.token_hex(8)
-        body = json.dumps(
-            {"id": message_id, "status": "accepted", "destination": destination},
-            separators=(",", ":"),
-        )
-        self._log.append(
-            epoch=self._epoch,
-            received_at=now,
-            outcome="fresh" if prior is None else "expired_then_accepted",
-            status_code=200,
-            provider_message_id=message_id,
-            fault=fault_name,
-            response_body=body,
-            **vars(attempt),
-        )
-        return _Reply(_raw_json(200, body, echo), drop)
+        try:
+            if fault is not None and fault.fault == "slow":
+                assert fault.delay_s is not None
+                self.pause(fault.delay_s)
+            with self.lock:
+                try:
+                    reply = preset.decide(incoming)
+                finally:
+                    preset.release(incoming)
+                if fault is not None and fault.fault == "timeout":
+                    self.flight_stage(token, "held")
+            if fault is not None and fault.fault == "timeout":
+                assert fault.hold_s is not None
+                self.pause(fault.hold_s)
+            return self._deliver(reply, fault)
+        finally:
+            with self.lock:
+                self.leave_flight(token)
 
-    def _pick_fault(self, attempt: _Attempt) -> FaultRule | None:
-        """Count this request against every matching rule; return the first that applies."""
-        values = {
-            "destination": attempt.destination,
-            "run_id": attempt.run_id,
-            "idempotency_key": attempt.idempotency_key,
-        }
-        chosen: FaultRule | None = None
-        for armed in self._faults:
-            if not armed.rule.matches(values):
-                continue
-            armed.matched += 1
-            if chosen is None and armed.rule.applies_to(armed.matched):
-                chosen = armed.rule
-        return chosen
+    def _status_fault(self, incoming: Incoming, fault: FaultRule) -> Reply:
+        assert fault.status is not None
+        headers: dict[str, str] = {}
+        key_header = getattr(self.preset, "key_header", None)
+        if key_header and incoming.attempt.idempotency_key:
+            headers[key_header] = incoming.attempt.idempotency_key
+        if fault.retry_after is not None:
+            headers["Retry-After"] = str(fault.retry_after)
+        payload = {"error": "injected fault", "status": fault.status}
+        return self.record(
+            incoming.attempt,
+            outcome="failed_by_fault",
+            status=fault.status,
+            payload=payload,
+            headers=headers,
+            fault="status",
+        )
 
-    def _lookup_message(self, request: Request) -> _Reply:
-        if not self.preset.lookup:
-            return _Reply(_json(404, {"error": "not found"}))
-        key = request.args.get("idempotency_key") or None
-        credential = self._authenticate(request)
-        with self._lock:
-            if credential is None:
-                attempt = _Attempt(idempotency_key=key)
-                payload = {"error": "unauthenticated"}
-                return self._record(attempt, outcome="unauthenticated", status=401, payload=payload)
-            if key is None:
-                return _Reply(_json(400, {"error": "missing idempotency_key parameter"}))
-            found = self._log.find_acceptance(
-                epoch=self._epoch, credential_id=credential.credential_id, idempotency_key=key
-            )
-        if found is None:
-            return _Reply(_json(404, {"error": "not found"}))
-        effect = found.effect
-        answer: dict[str, Any] = {
-            "id": effect.provider_message_id,
-            "status": "accepted",
-            "destination": effect.destination,
-            "run_id": effect.run_id,
-            "idempotency_key": effect.idempotency_key,
-        }
-        return _Reply(_json(200, answer))
+    @staticmethod
+    def _deliver(reply: Reply, fault: FaultRule | None) -> Reply:
+        if fault is not None and fault.drops:
+            return reply._replace(drop=True)
+        return reply
 
     # -- admin API ----------------------------------------------------------------------
 
-    def _admin(self, handler: Callable[[Request], _Reply]) -> Callable[[Request], _Reply]:
-        def guarded(request: Request) -> _Reply:
+    def _admin(self, handler: Callable[[Request], Reply]) -> Callable[[Request], Reply]:
+        def guarded(request: Request) -> Reply:
             if not token_matches(self._admin_token, request.headers.get("X-Admin-Token")):
-                return _Reply(_json(401, {"error": "unauthenticated"}))
+                return Reply(json_response(401, {"error": "unauthenticated"}))
             return handler(request)
 
         return guarded
 
-    def _health(self, _request: Request) -> _Reply:
-        with self._lock:
+    def _health(self, _request: Request) -> Reply:
+        with self.lock:
             epoch = self._epoch
-        return _Reply(_json(200, {"ok": True, "epoch": epoch}))
+        return Reply(json_response(200, {"ok": True, "epoch": epoch}))
 
-    def _effects(self, request: Request) -> _Reply:
+    def _info(self, _request: Request) -> Reply:
+        options = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}
+        info = {"preset": self.spec.name, "models": self.spec.models, "options": options}
+        return Reply(json_response(200, {**info, **self.preset.info()}))
+
+    def _effects(self, request: Request) -> Reply:
         filters: dict[str, list[str]] = {}
         epoch: int | None
-        with self._lock:
+        with self.lock:
             epoch = self._epoch
         for name in request.args:
             if name == "epoch":
                 continue
             if name not in FILTER_COLUMNS:
                 allowed = ", ".join(("epoch", *FILTER_COLUMNS))
-                return _Reply(_json(400, {"error": f"unknown filter {name!r}; allowed: {allowed}"}))
+                return Reply(
+                    json_response(400, {"error": f"unknown filter {name!r}; allowed: {allowed}"})
+                )
             filters[name] = [v for v in request.args.getlist(name) if v != ""]
         raw_epoch = request.args.get("epoch", "")
         if raw_epoch == "all":
@@ -388,35 +635,37 @@ class ProviderApp:
             try:
                 epoch = int(raw_epoch)
             except ValueError:
-                return _Reply(_json(400, {"error": "epoch must be an integer or 'all'"}))
-        effects = self._log.query(epoch=epoch, filters=filters)
-        return _Reply(_json(200, {"effects": [e.to_json() for e in effects]}))
+                return Reply(json_response(400, {"error": "epoch must be an integer or 'all'"}))
+        effects = self.log.query(epoch=epoch, filters=filters)
+        return Reply(json_response(200, {"effects": [e.to_json() for e in effects]}))
 
-    def _reset(self, _request: Request) -> _Reply:
-        with self._lock:
-            self._epoch = self._log.new_epoch(started_at=self.now())
+    def _reset(self, _request: Request) -> Reply:
+        with self.lock:
+            self._epoch = self.log.new_epoch(started_at=self.now())
             self._faults = []
             epoch = self._epoch
-        return _Reply(_json(200, {"epoch": epoch}))
+        return Reply(json_response(200, {"epoch": epoch}))
 
-    def _set_faults(self, request: Request) -> _Reply:
+    def _set_faults(self, request: Request) -> Reply:
         data = request.get_json(silent=True)
         if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-            return _Reply(_json(400, {"error": 'expected a JSON body {"rules": [rule, ...]}'}))
+            return Reply(
+                json_response(400, {"error": 'expected a JSON body {"rules": [rule, ...]}'})
+            )
         try:
             rules = [FaultRule.from_json(item) for item in data["rules"]]
         except ProviderError as exc:
-            return _Reply(_json(400, {"error": str(exc)}))
-        with self._lock:
-            self._faults = [_Armed(rule) for rule in rules]
-        return _Reply(_json(200, {"rules": [rule.to_json() for rule in rules]}))
+            return Reply(json_response(400, {"error": str(exc)}))
+        with self.lock:
+            self._faults = [_Armed.arm(rule) for rule in rules]
+        return Reply(json_response(200, {"rules": [rule.to_json() for rule in rules]}))
 
-    def _clear_faults(self, _request: Request) -> _Reply:
-        with self._lock:
+    def _clear_faults(self, _request: Request) -> Reply:
+        with self.lock:
             self._faults = []
-        return _Reply(_json(200, {"rules": []}))
+        return Reply(json_response(200, {"rules": []}))
 
-    def _advance_clock(self, request: Request) -> _Reply:
+    def _advance_clock(self, request: Request) -> Reply:
         data = request.get_json(silent=True)
         seconds = data.get("advance_s") if isinstance(data, dict) else None
         if (
@@ -425,8 +674,35 @@ class ProviderApp:
             or not math.isfinite(seconds)
             or seconds < 0
         ):
-            return _Reply(_json(400, {"error": 'expected {"advance_s": <finite number >= 0>}'}))
-        with self._lock:
-            self._clock_offset = self._log.advance_clock(float(seconds), at=time.time())
+            return Reply(
+                json_response(400, {"error": 'expected {"advance_s": <finite number >= 0>}'})
+            )
+        with self.lock:
+            self._clock_offset = self.log.advance_clock(float(seconds), at=time.time())
             now = self.now()
-        return _Reply(_json(200, {"offset_s": self._clock_offset, "now": now}))
+        return Reply(json_response(200, {"offset_s": self._clock_offset, "now": now}))
+
+    def _in_flight(self, request: Request) -> Reply:
+        """GET /_admin/in_flight?min=N&timeout_s=T: wait (server side, no polling) until at
+        least N worker requests of the current epoch are between admission and reply, then
+        list them. Requests admitted before the last reset are not counted."""
+        try:
+            wanted = int(request.args.get("min", "0"))
+            timeout_s = min(float(request.args.get("timeout_s", "0")), MAX_WAIT_S)
+        except ValueError:
+            return Reply(
+                json_response(400, {"error": "min must be an integer, timeout_s a number"})
+            )
+        with self.lock:
+
+            def current() -> list[_Flight]:
+                return [f for f in self._flights.values() if f.epoch == self._epoch]
+
+            reached = self._flights_changed.wait_for(
+                lambda: len(current()) >= wanted, timeout=max(timeout_s, 0.0)
+            )
+            flights = [
+                {**vars(f.attempt), "stage": f.stage, "age_s": time.monotonic() - f.since}
+                for f in current()
+            ]
+        return Reply(json_response(200, {"reached": reached, "in_flight": flights}))

@@ -63,10 +63,12 @@ class AdminClient:
         *,
         json: Any = None,
         params: list[tuple[str, str]] | None = None,
+        timeout_s: float | None = None,
     ) -> Any:
+        timeout = self._timeout_s if timeout_s is None else timeout_s
         try:
             with self._session.request(
-                method, self.url + path, json=json, params=params, timeout=self._timeout_s
+                method, self.url + path, json=json, params=params, timeout=timeout
             ) as response:
                 if response.status_code != 200:
                     raise ProviderError(
@@ -75,6 +77,28 @@ class AdminClient:
                 return response.json()
         except requests.RequestException as exc:
             raise ProviderError(f"{method} {path} failed: {exc}") from exc
+
+    def info(self) -> dict[str, Any]:
+        """``{"preset", "models", "options", ...}``: what this provider is and how it is set."""
+        result: dict[str, Any] = self._call("GET", "/_admin/info")
+        return result
+
+    def wait_in_flight(self, n: int = 1, *, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """Block until at least ``n`` worker requests are between admission and reply (held
+        by a ``slow`` or ``timeout`` fault, or being processed); return them.
+
+        The server waits on a condition, so this never polls; raises ``ProviderError`` if
+        fewer than ``n`` are in flight after ``timeout_s``.
+        """
+        params = [("min", str(n)), ("timeout_s", str(timeout_s))]
+        data = self._call("GET", "/_admin/in_flight", params=params, timeout_s=timeout_s + 5)
+        if not data["reached"]:
+            raise ProviderError(
+                f"expected {n} request(s) in flight within {timeout_s} s, "
+                f"found {len(data['in_flight'])}"
+            )
+        flights: list[dict[str, Any]] = data["in_flight"]
+        return flights
 
     def health(self) -> dict[str, Any]:
         """``{"ok": true, "epoch": N}``."""
@@ -94,6 +118,10 @@ class AdminClient:
         if "outcome" in filters:
             raise TypeError("accepted() fixes the outcome filter; use effects(outcome=...)")
         return self.effects(**filters, outcome=list(ACCEPTED_OUTCOMES))
+
+    def count(self, **filters: FilterValue) -> int:
+        """How many records match ``filters`` (same filters as ``effects``)."""
+        return len(self.effects(**filters))
 
     def assert_effects(self, n: int, **filters: FilterValue) -> list[Effect]:
         """Assert exactly ``n`` records match ``filters``; return them."""

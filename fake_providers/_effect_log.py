@@ -3,8 +3,14 @@
 It is what the harness counts, so it must outlive the provider process: SQLite with
 ``journal_mode=WAL`` and ``synchronous=FULL``, and every record is committed *before* the
 reply is written, so a provider killed mid-request can still be audited after a restart.
-Nothing is ever deleted or updated: epochs and clock advances are appended rows too, and the
-idempotency memory is derived from the log itself, so a restarted server remembers keys.
+Nothing is ever deleted or updated: epochs, clock advances and queue consumptions are
+appended rows too, and the idempotency memory is derived from the log itself, so a restarted
+server remembers keys. Each record may carry the message ``content`` a surface shows (a chat
+thread, a mailbox, a queue): it is written in the same INSERT as the record, so a surface
+never shows a message the log does not count.
+
+``durable=False`` (benchmark only) keeps the same schema in an in-memory database: the same
+work minus the disk, to measure what durability costs.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any, Final
 from fake_providers._errors import ProviderError
 from fake_providers._records import ACCEPTED_OUTCOMES, Effect
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -38,13 +44,20 @@ CREATE TABLE IF NOT EXISTS effects (
     provider_message_id TEXT,
     fault TEXT,
     status_code INTEGER,
-    response_body TEXT
+    response_body TEXT,
+    content TEXT
 );
 CREATE INDEX IF NOT EXISTS effects_by_key
     ON effects (epoch, credential_id, idempotency_key, outcome);
+CREATE INDEX IF NOT EXISTS effects_by_destination
+    ON effects (epoch, destination, outcome);
 CREATE TABLE IF NOT EXISTS epochs (
     epoch INTEGER PRIMARY KEY,
     started_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS consumed (
+    seq INTEGER PRIMARY KEY REFERENCES effects (seq),
+    consumed_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS clock_advances (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -91,25 +104,41 @@ class Acceptance:
     response_body: str
 
 
+@dataclass(frozen=True)
+class Message:
+    """A record plus the content a surface (thread, mailbox, queue) shows for it."""
+
+    effect: Effect
+    content: str | None
+
+
 class EffectLog:
     """One SQLite connection, serialised by a lock, over an append-only log file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, durable: bool = True) -> None:
         self.path = path
+        self.durable = durable
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
-            str(path), isolation_level=None, check_same_thread=False, timeout=30.0
+            str(path) if durable else ":memory:",
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=30.0,
         )
         with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.executescript(_SCHEMA)
+            if durable:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=FULL")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if version not in (0, 1, SCHEMA_VERSION):
                 self._conn.close()
                 raise ProviderError(
                     f"{path}: effect log schema {version}, expected {SCHEMA_VERSION}"
                 )
+            if version == 1:
+                # Version 1 had no content column (and no consumed table, created below).
+                self._conn.execute("ALTER TABLE effects ADD COLUMN content TEXT")
+            self._conn.executescript(_SCHEMA)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute(
                 "INSERT OR IGNORE INTO epochs (epoch, started_at) VALUES (1, ?)", (time.time(),)
@@ -137,8 +166,12 @@ class EffectLog:
         fault: str | None = None,
         status_code: int | None = None,
         response_body: str | None = None,
+        content: str | None = None,
     ) -> Effect:
-        """Append one record and commit it (durably) before returning it."""
+        """Append one record and commit it (durably) before returning it.
+
+        ``response_body`` is the reply saved for replays; ``content`` is what a surface shows.
+        """
         values: dict[str, Any] = {
             "epoch": epoch,
             "received_at": received_at,
@@ -154,6 +187,7 @@ class EffectLog:
             "fault": fault,
             "status_code": status_code,
             "response_body": response_body,
+            "content": content,
         }
         names = ", ".join(values)
         marks = ", ".join(f":{n}" for n in values)
@@ -163,25 +197,115 @@ class EffectLog:
             seq = cursor.lastrowid
         assert seq is not None
         values.pop("response_body")
+        values.pop("content")
         return Effect(seq=seq, **values)
 
     def find_acceptance(
-        self, *, epoch: int, credential_id: str, idempotency_key: str
+        self,
+        *,
+        epoch: int,
+        idempotency_key: str,
+        credential_id: str | None = None,
+        destination: str | None = None,
+        saved_errors: bool = False,
     ) -> Acceptance | None:
-        """The latest accepted effect for this key in this epoch and tenant, if any."""
+        """The latest effect that owns this key in this epoch, if any.
+
+        The key is scoped to ``credential_id`` (a tenant) and/or ``destination`` (a queue,
+        an endpoint), whichever are given. Owners are accepted effects, plus, with
+        ``saved_errors``, rejections whose reply was saved for replay.
+        """
         marks = ", ".join("?" for _ in ACCEPTED_OUTCOMES)
+        clauses = ["epoch = ?", "idempotency_key = ?"]
+        params: list[Any] = [epoch, idempotency_key]
+        if credential_id is not None:
+            clauses.append("credential_id = ?")
+            params.append(credential_id)
+        if destination is not None:
+            clauses.append("destination = ?")
+            params.append(destination)
+        owner = f"outcome IN ({marks})"
+        if saved_errors:
+            owner = f"({owner} OR (outcome = 'rejected' AND response_body IS NOT NULL))"
+        clauses.append(owner)
+        params.extend(ACCEPTED_OUTCOMES)
         sql = (
             f"SELECT {', '.join(_EFFECT_COLUMNS)}, response_body FROM effects"
-            " WHERE epoch = ? AND credential_id = ? AND idempotency_key = ?"
-            f" AND outcome IN ({marks}) ORDER BY seq DESC LIMIT 1"
+            f" WHERE {' AND '.join(clauses)} ORDER BY seq DESC LIMIT 1"
         )
         with self._lock:
-            row = self._conn.execute(
-                sql, (epoch, credential_id, idempotency_key, *ACCEPTED_OUTCOMES)
-            ).fetchone()
+            row = self._conn.execute(sql, params).fetchone()
         if row is None:
             return None
         return Acceptance(effect=_effect(row[:-1]), response_body=row[-1])
+
+    def messages(
+        self,
+        *,
+        epoch: int,
+        outcomes: Sequence[str] = ACCEPTED_OUTCOMES,
+        destinations: Sequence[str] | None = None,
+        credential_id: str | None = None,
+        unconsumed: bool = False,
+    ) -> list[Message]:
+        """Records with their content, ordered by seq: what a surface renders."""
+        clauses = ["e.epoch = ?", f"e.outcome IN ({', '.join('?' for _ in outcomes)})"]
+        params: list[Any] = [epoch, *outcomes]
+        if destinations is not None:
+            if not destinations:
+                return []
+            clauses.append(f"e.destination IN ({', '.join('?' for _ in destinations)})")
+            params.extend(destinations)
+        if credential_id is not None:
+            clauses.append("e.credential_id = ?")
+            params.append(credential_id)
+        if unconsumed:
+            clauses.append("NOT EXISTS (SELECT 1 FROM consumed c WHERE c.seq = e.seq)")
+        columns = ", ".join(f"e.{c}" for c in _EFFECT_COLUMNS)
+        sql = (
+            f"SELECT {columns}, e.content FROM effects e"
+            f" WHERE {' AND '.join(clauses)} ORDER BY e.seq"
+        )
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [Message(effect=_effect(row[:-1]), content=row[-1]) for row in rows]
+
+    def destinations(self, *, epoch: int) -> list[str]:
+        """Every destination named by a record in this epoch (sorted)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT DISTINCT destination FROM effects"
+                " WHERE epoch = ? AND destination IS NOT NULL ORDER BY destination",
+                (epoch,),
+            ).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def consume(self, *, epoch: int, destination: str, limit: int, at: float) -> list[Message]:
+        """Mark the oldest ``limit`` unconsumed accepted messages of ``destination`` consumed
+        (one committed transaction) and return them."""
+        marks = ", ".join("?" for _ in ACCEPTED_OUTCOMES)
+        columns = ", ".join(f"e.{c}" for c in _EFFECT_COLUMNS)
+        sql = (
+            f"SELECT {columns}, e.content FROM effects e"
+            f" WHERE e.epoch = ? AND e.destination = ? AND e.outcome IN ({marks})"
+            " AND NOT EXISTS (SELECT 1 FROM consumed c WHERE c.seq = e.seq)"
+            " ORDER BY e.seq LIMIT ?"
+        )
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._conn.execute(
+                    sql, (epoch, destination, *ACCEPTED_OUTCOMES, limit)
+                ).fetchall()
+                self._conn.executemany(
+                    "INSERT INTO consumed (seq, consumed_at) VALUES (?, ?)",
+                    [(row[0], at) for row in rows],
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        return [Message(effect=_effect(row[:-1]), content=row[-1]) for row in rows]
 
     def query(
         self, *, epoch: int | None, filters: Mapping[str, Sequence[str]] | None = None

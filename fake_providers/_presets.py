@@ -1,56 +1,56 @@
-"""Provider presets: the knobs that make one fake provider behave like a kind of real one.
+"""The preset registry: preset name -> ``PresetSpec`` (one module per preset).
 
-Only ``payments`` (Stripe-like idempotency keys with a dedupe window and a lookup endpoint)
-exists today. Presets are plain data so that queue-fifo, chat, smtp or webhook can later be
-added as further entries in ``PRESETS`` without touching the server.
+Adding a preset means adding one module under ``fake_providers/presets/`` that exports
+``SPEC`` and listing it here; the core, the CLI and ``ProviderProcess`` pick it up.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
+from fake_providers._app import PresetSpec
 from fake_providers._errors import ProviderError
+from fake_providers._options import Option
+from fake_providers.presets import chat, orders, payments, queue_fifo, smtp, webhook
 
-DEFAULT_WINDOW_S = 86_400.0
-
-
-@dataclass(frozen=True)
-class Preset:
-    """How one kind of provider treats idempotency keys.
-
-    ``window_s``: how long (provider clock) a key is remembered after it was accepted.
-    ``lookup``: whether ``GET /v1/messages?idempotency_key=K`` is served.
-    """
-
-    name: str
-    window_s: float = DEFAULT_WINDOW_S
-    lookup: bool = True
-
-    def __post_init__(self) -> None:
-        if self.window_s < 0:
-            raise ProviderError(f"preset {self.name!r}: window_s must be >= 0, got {self.window_s}")
-
-    def with_window(self, window_s: float | None) -> Preset:
-        """Return this preset with its dedupe window overridden (``None`` keeps it)."""
-        if window_s is None:
-            return self
-        return dataclasses.replace(self, window_s=float(window_s))
-
-
-PRESETS: Mapping[str, Preset] = MappingProxyType(
+PRESETS: Mapping[str, PresetSpec] = MappingProxyType(
     {
-        "payments": Preset(name="payments"),
+        spec.name: spec
+        for spec in (
+            payments.SPEC,
+            orders.SPEC,
+            queue_fifo.SPEC,
+            chat.SPEC,
+            smtp.SPEC,
+            webhook.SPEC,
+        )
     }
 )
 
 
-def get_preset(name: str) -> Preset:
+def get_preset(name: str) -> PresetSpec:
     """Return the preset called ``name`` or raise ``ProviderError`` naming the known ones."""
     try:
         return PRESETS[name]
     except KeyError:
         known = ", ".join(sorted(PRESETS))
         raise ProviderError(f"unknown preset {name!r}; known presets: {known}") from None
+
+
+def all_options() -> dict[str, tuple[Option, list[str]]]:
+    """Every option name across presets, with its declaration and the presets that take it.
+
+    Presets sharing a name must agree on its kind (one CLI flag serves them all).
+    """
+    out: dict[str, tuple[Option, list[str]]] = {}
+    for spec in PRESETS.values():
+        for option in spec.options:
+            if option.name in out:
+                known, users = out[option.name]
+                if known.kind != option.kind:
+                    raise ProviderError(f"option {option.name!r} has two kinds across presets")
+                users.append(spec.name)
+            else:
+                out[option.name] = (option, [spec.name])
+    return out

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -36,12 +37,14 @@ class ProviderProcess:
     """A running ``python -m fake_providers serve`` subprocess. Use ``ProviderProcess.start``.
 
     Attributes: ``url``, ``pid``, ``log_path``, ``stderr_path``, ``credentials``
-    (``{id: (secret, scope)}``) and ``admin`` (an ``AdminClient``; replaced on restart).
+    (``{id: (secret, scope)}``), ``options`` (as given), ``smtp_port`` (the ``smtp``
+    preset's SMTP port, else None) and ``admin`` (an ``AdminClient``; replaced on restart).
     """
 
     url: str
     pid: int
     admin: AdminClient
+    smtp_port: int | None = None
 
     def __init__(
         self,
@@ -53,6 +56,8 @@ class ProviderProcess:
         window_s: float | None,
         host: str,
         startup_timeout_s: float,
+        options: Mapping[str, Any] | None = None,
+        durable: bool = True,
         stop_timeout_s: float = 5.0,
     ) -> None:
         self.log_path = Path(log_path)
@@ -62,6 +67,8 @@ class ProviderProcess:
             cid: (secret, list(scope)) for cid, (secret, scope) in credentials.items()
         }
         self.window_s = window_s
+        self.options: dict[str, Any] = dict(options or {})
+        self.durable = durable
         self.host = host
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -83,15 +90,25 @@ class ProviderProcess:
         startup_timeout_s: float = 15,
         host: str = "127.0.0.1",
         port: int = 0,
+        options: Mapping[str, Any] | None = None,
+        durable: bool = True,
     ) -> ProviderProcess:
         """Start a provider and wait until it is listening.
 
         ``credentials`` maps credential id to ``(secret, scope globs)``; ``None`` creates one
-        random credential ``"worker"`` with scope ``["*"]``. Raises ``ProviderStartError``
-        (with the server's stderr) if it exits or is not ready within ``startup_timeout_s``.
+        random credential ``"worker"`` with scope ``["*"]``. ``options`` are the preset's
+        per-instance options (``docs/providers.md``; ``window_s=`` is a shortcut for
+        ``options={"window_s": ...}``), validated here before anything starts.
+        ``durable=False`` keeps the log in memory: for the benchmark only. Raises
+        ``ProviderStartError`` (with the server's stderr) if it exits or is not ready within
+        ``startup_timeout_s``.
         """
         try:
-            get_preset(preset)
+            spec = get_preset(preset)
+            given = dict(options or {})
+            if window_s is not None:
+                given["window_s"] = window_s
+            spec.resolve(given)
             check_host(host)
         except ProviderError as exc:
             raise ProviderStartError(str(exc)) from None
@@ -105,6 +122,8 @@ class ProviderProcess:
             window_s=window_s,
             host=host,
             startup_timeout_s=startup_timeout_s,
+            options=options,
+            durable=durable,
         )
         process._spawn(port)
         return process
@@ -138,12 +157,19 @@ class ProviderProcess:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def _spawn(self, port: int) -> None:
+    def _spawn(self, port: int, smtp_port: int | None = None) -> None:
         argv = [sys.executable, "-m", "fake_providers", "serve"]
         argv += ["--preset", self.preset, "--port", str(port), "--host", self.host]
         argv += ["--log", str(self.log_path)]
         if self.window_s is not None:
             argv += ["--window-s", repr(float(self.window_s))]
+        options = dict(self.options)
+        if smtp_port is not None:
+            options["smtp_port"] = smtp_port
+        if options:
+            argv += ["--options-json", json.dumps(options, default=list)]
+        if not self.durable:
+            argv.append("--no-log")
         env = dict(os.environ)
         env[CREDENTIALS_ENV] = dump_credentials(self.credentials)
         env[ADMIN_TOKEN_ENV] = self._admin_token
@@ -162,6 +188,7 @@ class ProviderProcess:
                 env=env,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=_die_with_parent,
             )
         assert proc.stdout is not None
         try:
@@ -174,6 +201,7 @@ class ProviderProcess:
         self._proc = proc
         self.url = str(ready["url"])
         self.pid = int(ready["pid"])
+        self.smtp_port = int(ready["smtp_port"]) if "smtp_port" in ready else None
         self.admin = AdminClient(self.url, self._admin_token)
 
     def _read_ready_line(self, proc: subprocess.Popen[bytes], stdout: IO[bytes]) -> dict[str, Any]:
@@ -231,14 +259,15 @@ class ProviderProcess:
     def restart(self) -> None:
         """Start a new server on the same log (same port if free, else a new one).
 
-        A still-running server is stopped first. ``url``, ``pid`` and ``admin`` change.
+        A still-running server is stopped first. ``url``, ``pid`` and ``admin`` change
+        (``smtp_port`` too, if the old one was taken).
         """
-        old_port = self.port
+        old_port, old_smtp_port = self.port, self.smtp_port
         self.stop()
         try:
-            self._spawn(old_port)
+            self._spawn(old_port, old_smtp_port)
         except ProviderStartError:
-            self._spawn(0)
+            self._spawn(0, None if old_smtp_port is None else 0)
 
     def __enter__(self) -> ProviderProcess:
         return self
@@ -267,3 +296,13 @@ def _reap(proc: subprocess.Popen[bytes], *, kill: bool, timeout_s: float = 5.0) 
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         proc.wait()
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to SIGKILL the fake if whoever started it dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop()/kill() and the context manager still clean up

@@ -6,6 +6,7 @@ client never imports the WSGI app, yet both agree on one JSON shape for each rec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -27,10 +28,15 @@ OUTCOMES: Final = (
 ACCEPTED_OUTCOMES: Final = ("fresh", "expired_then_accepted")
 """Outcomes that created a new effect at the provider (a message really went out)."""
 
-FAULT_KINDS: Final = ("accept_then_drop", "status")
-MATCH_FIELDS: Final = ("destination", "run_id", "idempotency_key")
+FAULT_KINDS: Final = ("accept_then_drop", "status", "timeout", "slow")
+MATCH_FIELDS: Final = ("destination", "run_id", "delivery_id", "idempotency_key")
+THEN_ACTIONS: Final = ("reply", "drop")
 
-FaultKind = Literal["accept_then_drop", "status"]
+FaultKind = Literal["accept_then_drop", "status", "timeout", "slow"]
+ThenAction = Literal["reply", "drop"]
+
+MAX_HOLD_S: Final = 3600.0
+"""Longest hold or delay a fault may ask for (a typo of 1e6 s would hang a test run)."""
 
 
 @dataclass(frozen=True)
@@ -93,13 +99,31 @@ def _empty_match() -> Mapping[str, str]:
     return MappingProxyType({})
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass(frozen=True)
 class FaultRule:
-    """One injected fault, applied to POST /v1/messages requests that match.
+    """One injected fault, applied to worker requests (HTTP POSTs, SMTP DATA) that match.
 
-    ``match`` holds exact values for any of destination, run_id, idempotency_key (all
-    optional). The rule applies to matching requests number ``nth`` .. ``nth + times - 1``
-    (counted per epoch, from 1); ``times=None`` means every matching request from ``nth`` on.
+    Kinds (what the client sees / what the log holds):
+
+    - ``accept_then_drop``: processed and logged as usual, then the connection is cut with
+      no reply (SMTP: before the final 250 to DATA).
+    - ``timeout``: processed and logged, then the reply is held ``hold_s`` seconds and
+      sent (``then="reply"``, the default) or the connection cut (``then="drop"``).
+    - ``status``: answered ``status`` (with ``Retry-After: retry_after`` if given) before
+      anything is processed; logged ``failed_by_fault``, no effect, the key is not used up.
+    - ``slow``: held ``delay_s`` seconds *before* processing, then handled normally.
+
+    ``match`` holds exact values for any of destination, run_id, delivery_id,
+    idempotency_key (all optional; for SMTP, destination matches any recipient). The rule
+    applies to matching requests number ``nth`` .. ``nth + times - 1`` (counted per epoch,
+    from 1); ``times=None`` means every matching request from ``nth`` on. With
+    ``probability`` set, each of those requests gets the fault with that probability, drawn
+    from ``random.Random(seed)`` (seed 0 if not given), so a given seed and request order
+    always fault the same requests.
     """
 
     fault: FaultKind
@@ -108,6 +132,11 @@ class FaultRule:
     match: Mapping[str, str] = field(default_factory=_empty_match)
     nth: int = 1
     times: int | None = 1
+    hold_s: float | None = None
+    then: ThenAction | None = None
+    delay_s: float | None = None
+    probability: float | None = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.fault not in FAULT_KINDS:
@@ -121,6 +150,9 @@ class FaultRule:
             not isinstance(self.retry_after, int) or self.retry_after < 0
         ):
             raise ProviderError(f"retry_after must be a whole number >= 0: {self.retry_after!r}")
+        if self.retry_after is not None and self.fault != "status":
+            raise ProviderError(f"fault {self.fault!r} takes no retry_after")
+        self._check_timing()
         unknown = [k for k in self.match if k not in MATCH_FIELDS]
         if unknown:
             raise ProviderError(f"unknown match field(s) {unknown}; allowed: {list(MATCH_FIELDS)}")
@@ -130,15 +162,47 @@ class FaultRule:
             raise ProviderError(f"nth must be an integer >= 1, got {self.nth!r}")
         if self.times is not None and (not isinstance(self.times, int) or self.times < 1):
             raise ProviderError(f"times must be an integer >= 1 or null, got {self.times!r}")
+        if self.probability is not None and (
+            not _is_number(self.probability) or not 0 < self.probability <= 1
+        ):
+            raise ProviderError(f"probability must be in (0, 1], got {self.probability!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | None):
+            raise ProviderError(f"seed must be an integer, got {self.seed!r}")
+        if self.seed is not None and self.probability is None:
+            raise ProviderError("seed only makes sense with probability")
         # Freeze the mapping so a frozen rule really cannot change under the server.
         object.__setattr__(self, "match", MappingProxyType(dict(self.match)))
+
+    def _check_timing(self) -> None:
+        if self.fault == "timeout":
+            if not _is_number(self.hold_s) or not 0 < cast(float, self.hold_s) <= MAX_HOLD_S:
+                raise ProviderError(
+                    f"a 'timeout' fault needs hold_s in (0, {MAX_HOLD_S}], got {self.hold_s!r}"
+                )
+            if self.then is not None and self.then not in THEN_ACTIONS:
+                raise ProviderError(f"then must be one of {list(THEN_ACTIONS)}, got {self.then!r}")
+        else:
+            if self.hold_s is not None or self.then is not None:
+                raise ProviderError(f"fault {self.fault!r} takes no hold_s or then")
+        if self.fault == "slow":
+            if not _is_number(self.delay_s) or not 0 <= cast(float, self.delay_s) <= MAX_HOLD_S:
+                raise ProviderError(
+                    f"a 'slow' fault needs delay_s in [0, {MAX_HOLD_S}], got {self.delay_s!r}"
+                )
+        elif self.delay_s is not None:
+            raise ProviderError(f"fault {self.fault!r} takes no delay_s")
+
+    @property
+    def drops(self) -> bool:
+        """True if the client gets no reply at all (accept_then_drop, timeout then drop)."""
+        return self.fault == "accept_then_drop" or (self.fault == "timeout" and self.then == "drop")
 
     def matches(self, values: Mapping[str, str | None]) -> bool:
         """True if every field named in ``match`` equals the request's value."""
         return all(values.get(k) == v for k, v in self.match.items())
 
     def applies_to(self, match_number: int) -> bool:
-        """True if the ``match_number``-th matching request (from 1) gets this fault."""
+        """True if the ``match_number``-th matching request (from 1) is in the nth/times range."""
         if match_number < self.nth:
             return False
         return self.times is None or match_number < self.nth + self.times
@@ -154,6 +218,10 @@ class FaultRule:
             out["match"] = dict(self.match)
         out["nth"] = self.nth
         out["times"] = self.times
+        for name in ("hold_s", "then", "delay_s", "probability", "seed"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
         return out
 
     @classmethod
@@ -161,7 +229,7 @@ class FaultRule:
         """Parse and validate one rule; raises ``ProviderError`` saying what is wrong."""
         if not isinstance(data, dict):
             raise ProviderError(f"a fault rule must be a JSON object, got {data!r}")
-        allowed = {"fault", "status", "retry_after", "match", "nth", "times"}
+        allowed = {f.name for f in fields(cls)}
         extra = sorted(set(data) - allowed)
         if extra:
             raise ProviderError(f"unknown fault rule field(s) {extra}; allowed: {sorted(allowed)}")
@@ -170,10 +238,14 @@ class FaultRule:
         match = data.get("match") or {}
         if not isinstance(match, dict):
             raise ProviderError("'match' must be a JSON object")
-        for name in ("status", "retry_after", "nth", "times"):
+        for name in ("status", "retry_after", "nth", "times", "seed"):
             value = data.get(name)
             if isinstance(value, bool) or (value is not None and not isinstance(value, int)):
                 raise ProviderError(f"{name!r} must be an integer, got {value!r}")
+        for name in ("hold_s", "delay_s", "probability"):
+            value = data.get(name)
+            if value is not None and not _is_number(value):
+                raise ProviderError(f"{name!r} must be a number, got {value!r}")
         return cls(
             fault=cast(FaultKind, data["fault"]),
             status=data.get("status"),
@@ -181,4 +253,9 @@ class FaultRule:
             match=match,
             nth=data.get("nth", 1),
             times=data.get("times", 1),
+            hold_s=None if data.get("hold_s") is None else float(data["hold_s"]),
+            then=data.get("then"),
+            delay_s=None if data.get("delay_s") is None else float(data["delay_s"]),
+            probability=None if data.get("probability") is None else float(data["probability"]),
+            seed=data.get("seed"),
         )

@@ -81,7 +81,7 @@ class Arm:
 class _Tracer:
     """Per-process boundary state: hit counts, the plan, the trace file and control pipes."""
 
-    __slots__ = ("arms", "control_fd", "counts", "events_fd", "fd", "pid", "worker")
+    __slots__ = ("arms", "control_fd", "counts", "events_fd", "fd", "pid", "trace_path", "worker")
 
     def __init__(
         self,
@@ -92,6 +92,7 @@ class _Tracer:
         control_fd: int | None,
     ) -> None:
         self.fd = os.open(trace_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.trace_path = trace_path
         self.worker = worker
         self.pid = os.getpid()
         self.counts: dict[str, int] = {}
@@ -127,6 +128,8 @@ class _Tracer:
         if action == "crash":
             os.kill(self.pid, signal.SIGKILL)
         elif action == "hang":
+            if self.events_fd is not None:
+                os.write(self.events_fd, f"hung {name} {n}\n".encode())
             while True:
                 signal.pause()
         elif action == "raise":
@@ -144,7 +147,27 @@ class _Tracer:
             answer += chunk
         verb = answer.decode().strip()
         self._record("resume" if verb == "continue" else verb, name, n)
+        if verb == "gc":
+            # A collection at a moment of the harness's choosing: tasks that nothing holds
+            # strongly vanish here, as they would whenever the collector happens to run.
+            import gc
+
+            gc.collect()
+            return "continue"
         return verb
+
+    def note(self, event: str, detail: dict[str, object]) -> None:
+        """A worker-side observation (e.g. an overdue delivery) for the trace and the harness."""
+        record = {
+            "t": time.time(),
+            "event": event,
+            "worker": self.worker,
+            "pid": os.getpid(),
+            "detail": detail,
+        }
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
+        if self.events_fd is not None:
+            os.write(self.events_fd, f"{event} {detail.get('delivery_id', '-')} 0\n".encode())
 
 
 _tracer: _Tracer | None = None
@@ -155,6 +178,12 @@ def boundary(name: str) -> None:
     if _tracer is None:
         return
     _tracer.hit(name)
+
+
+def note(event: str, **detail: object) -> None:
+    """Tell the harness about something the worker noticed (no-op when not driven)."""
+    if _tracer is not None:
+        _tracer.note(event, detail)
 
 
 def configure(
@@ -196,6 +225,25 @@ def control_env(
             "control_fd": control_fd,
         }
     )
+
+
+def handoff_env() -> dict[str, str]:
+    """The environment that arms a program this process is about to exec, with the same plan
+    and the same pipes (made inheritable here); empty when this process is not driven."""
+    if _tracer is None:
+        return {}
+    for fd in (_tracer.events_fd, _tracer.control_fd):
+        if fd is not None:
+            os.set_inheritable(fd, True)  # noqa: FBT003 - a builtin, positional only
+    return {
+        CONTROL_ENV: control_env(
+            trace_path=_tracer.trace_path,
+            worker=_tracer.worker,
+            arms=_tracer.arms,
+            events_fd=_tracer.events_fd,
+            control_fd=_tracer.control_fd,
+        )
+    }
 
 
 def _configure_from_env() -> None:

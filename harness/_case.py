@@ -7,7 +7,10 @@ action lands in the trace, and every fault works on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import os
+import select
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,6 +27,9 @@ from harness.supervisor import OutcomeKind, Paused, RunningWorker, Supervisor, W
 from harness.systems import System
 from harness.worker_config import WorkerConfig
 from harness.workload import Workload
+
+#: fresh workers a case may start to finish its work before it gives up
+MAX_FINISH_WORKERS = 3
 
 #: outcomes that mean a worker did something the harness did not ask for
 ANOMALIES = (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
@@ -50,6 +56,8 @@ class CaseContext:
     intended: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: a dead worker's lease must lapse before the next one starts
     needs_gap: bool = False
+    #: (wall time, seconds) of every provider clock move in this campaign, for timelines
+    provider_advances: list[tuple[float, float]] = field(default_factory=list)
     _spawned: int = 0
 
     @property
@@ -89,6 +97,54 @@ class CaseContext:
             self.notes.append(f"worker {outcome.worker} (pid {outcome.pid}) {outcome.kind}{detail}")
         return outcome
 
+    def watch(
+        self,
+        worker: RunningWorker,
+        *,
+        injected_at: float | None = None,
+        budget_s: float | None = None,
+    ) -> None:
+        """Wait for a worker to end; if its watchdog flags overdue work first, record the
+        detection and kill it (a silent worker is replaced, as a supervisor would).
+
+        With ``budget_s`` (after an injected stall) a worker that neither ends nor flags
+        anything in time is recorded as undetected and killed, instead of waiting out its
+        whole deadline.
+        """
+        while True:
+            event = self.supervisor.wait_event(
+                worker, timeout_s=budget_s or self.worker_deadline_s, quiet_ok=True
+            )
+            if event is None and budget_s is not None and not _ended(worker):
+                self.record("liveness_undetected", target=worker.name, budget_s=budget_s)
+                self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
+                self.wait(worker)
+                return
+            if event is None:
+                self.wait(worker)
+                return
+            if event.kind == "overdue_flagged":
+                self.record(
+                    "liveness_detected",
+                    target=worker.name,
+                    delivery_id=event.subject,
+                    detection_s=(
+                        round(event.at - injected_at, 4) if injected_at is not None else None
+                    ),
+                )
+                self.supervisor.kill(worker, trace_path=self.trace_path, reason="overdue work")
+                self.wait(worker)
+                return
+
+    def finish(self) -> None:
+        """Fresh workers finish whatever the faults left, replacing any that go silent."""
+        for _ in range(MAX_FINISH_WORKERS):
+            if self.settled or self.anomalous:
+                return
+            self.watch(self.spawn())
+        if not self.settled:
+            self.notes.append(f"still unsettled after {MAX_FINISH_WORKERS} fresh workers")
+
     def wait_paused(self, worker: RunningWorker) -> Paused | None:
         return self.supervisor.wait_paused(worker, timeout_s=self.worker_deadline_s)
 
@@ -120,6 +176,7 @@ class CaseContext:
         """Move the workers' and the provider's clocks forward together."""
         self.clock.advance(seconds)
         self.provider.admin.advance_clock(seconds)
+        self.provider_advances.append((time.time(), seconds))
         self.record("clock_jump", seconds=seconds, reason=reason)
 
     def add_provider_rule(self, rule: FaultRule) -> None:
@@ -141,3 +198,17 @@ def _replace(config: WorkerConfig, **changes: Any) -> WorkerConfig:
     from dataclasses import replace
 
     return replace(config, **changes)
+
+
+def _ended(worker: RunningWorker) -> bool:
+    try:
+        os.kill(worker.pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie (exited, not yet reaped) still answers kill(0); ask the pidfd instead
+    fd = os.pidfd_open(worker.pid)
+    try:
+        ready, _, _ = select.select([fd], [], [], 0)
+        return bool(ready)
+    finally:
+        os.close(fd)

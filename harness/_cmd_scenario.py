@@ -15,7 +15,8 @@ from harness.invariants import Status
 
 
 def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool) -> Any:
-    from harness import _db, scenario as scenario_mod, systems
+    from harness import _db, systems
+    from harness import scenario as scenario_mod
     from harness.campaign import CampaignSettings
 
     system = systems.resolve(scenario.system)
@@ -33,6 +34,7 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
         runs=scenario.runs,
         destinations_per_topic=scenario.destinations_per_topic,
         provider_faults=scenario.provider_faults,
+        provider_window_s=scenario.provider_window_s,
         worker_overrides=dict(scenario.worker_overrides),
         replay_prefix=["crash-harness", "replay", name],
     )
@@ -71,7 +73,9 @@ def judge(scenario: Any, result: Any) -> tuple[int, str]:
     held_cases = [
         c
         for c in result.cases
-        if any(c.invariants[n].status is not Status.PASS for n in scenario.hold if n in c.invariants)
+        if any(
+            c.invariants[n].status is not Status.PASS for n in scenario.hold if n in c.invariants
+        )
         or any(w.outcome_is_anomaly for w in c.workers)
     ]
     if held_cases:
@@ -86,12 +90,19 @@ def _execute(
     db_url: str | None,
     report_dir: Path,
     keep: bool,
+    jobs: int = 1,
+    shard: str | None = None,
     mode: str | None = None,
     depth: int | None = None,
     only: tuple[str, ...] = (),
+    determinism: int = 0,
 ) -> None:
-    from harness import report, scenario as scenario_mod
+    from harness import report
+    from harness import scenario as scenario_mod
     from harness.campaign import Campaign, CampaignResult, CaseSpec, default_cases, finish_campaign
+    from harness.determinism import rerun_sample
+    from harness.parallel import run_cases
+    from harness.parallel import shard as shard_cases
     from harness.sweep import sweep
 
     try:
@@ -110,21 +121,27 @@ def _execute(
             cases = list(scenario.cases)
         else:
             cases = default_cases(settings.system)
+        settings.jobs = jobs
+        if shard is not None:
+            if mode == "sweep":
+                raise BadInputError("--shard: shard a sweep by listing its cases (run --case)")
+            cases = shard_cases(cases, shard)
         if mode != "sweep":
             settings.cases = cases
         with Campaign(settings) as campaign:
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
             if mode == "sweep":
                 results, coverage = sweep(
-                    campaign, depth=depth or scenario.depth, on_case=print_case
+                    campaign, depth=depth or scenario.depth, on_case=print_case, jobs=jobs
                 )
                 result.cases.extend(results)
                 result.extra["sweep"] = coverage.to_json()
+                settings.cases = [r.spec for r in results]  # the report's plan is what ran
             else:
-                for case in cases:
-                    one = campaign.run(case)
-                    result.cases.append(one)
-                    print_case(one)
+                result.cases.extend(run_cases(campaign, cases, jobs=jobs, on_case=print_case))
+            if determinism:
+                sample = rerun_sample(campaign, result.cases, size=determinism, seed=settings.seed)
+                result.extra["determinism"] = sample
         result = finish_campaign(result, campaign)
     except BadInputError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -148,6 +165,12 @@ def _execute(
             f"sweep coverage: {cov['pairs_covered']}/{cov['pairs_expected']} (boundary, hit)"
             f" pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
         )
+    if "determinism" in result.extra:
+        sample = result.extra["determinism"]
+        agree = sum(1 for s in sample if s["agree"])
+        click.echo(f"determinism sample: {agree}/{len(sample)} reruns agree")
+        if agree != len(sample):
+            status, message = ExitStatus.INCONCLUSIVE, message + "; a rerun disagreed"
     if result.workdir is not None:
         click.echo(f"work dir kept: {result.workdir}")
     click.echo(f"{message}")
@@ -166,6 +189,14 @@ _common: list[Callable[[Any], Any]] = [
         show_default=True,
     ),
     click.option("--keep-workdir", "keep", is_flag=True, help="Keep ledgers, traces and logs."),
+    click.option(
+        "--jobs",
+        type=click.IntRange(1, 64),
+        default=1,
+        show_default=True,
+        help="Run cases on this many cores (each job has its own provider).",
+    ),
+    click.option("--shard", default=None, help="Run only shard i/n of the cases (CI split)."),
 ]
 
 
@@ -175,9 +206,19 @@ def _with_common(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+_determinism = click.option(
+    "--determinism",
+    type=click.IntRange(0),
+    default=3,
+    show_default=True,
+    help="Rerun this many passing cases with the same seed; all must agree.",
+)
+
+
 @click.command("run")
 @_with_common
 @click.option("--case", "only", multiple=True, help="Run only these case ids.")
+@_determinism
 def run_cmd(
     *,
     scenario_name: str,
@@ -185,15 +226,29 @@ def run_cmd(
     db_url: str | None,
     report_dir: Path,
     keep: bool,
+    jobs: int,
+    shard: str | None,
     only: tuple[str, ...],
+    determinism: int,
 ) -> None:
     """Run a scenario file (a path, or the name of a built-in) as it is written."""
-    _execute(scenario_name, seed=seed, db_url=db_url, report_dir=report_dir, keep=keep, only=only)
+    _execute(
+        scenario_name,
+        seed=seed,
+        db_url=db_url,
+        report_dir=report_dir,
+        keep=keep,
+        only=only,
+        determinism=determinism,
+        jobs=jobs,
+        shard=shard,
+    )
 
 
 @click.command("sweep")
 @_with_common
 @click.option("--depth", type=click.IntRange(1, 2), default=None, help="2: crash recoveries too.")
+@_determinism
 def sweep_cmd(
     *,
     scenario_name: str,
@@ -201,7 +256,10 @@ def sweep_cmd(
     db_url: str | None,
     report_dir: Path,
     keep: bool,
+    jobs: int,
+    shard: str | None,
     depth: int | None,
+    determinism: int,
 ) -> None:
     """Dry-run a scenario, then crash at every (boundary, hit) it reached."""
     _execute(
@@ -210,8 +268,11 @@ def sweep_cmd(
         db_url=db_url,
         report_dir=report_dir,
         keep=keep,
+        jobs=jobs,
+        shard=shard,
         mode="sweep",
         depth=depth,
+        determinism=determinism,
     )
 
 
@@ -225,10 +286,21 @@ def replay_cmd(
     db_url: str | None,
     report_dir: Path,
     keep: bool,
+    jobs: int,
+    shard: str | None,
     only: tuple[str, ...],
 ) -> None:
     """Rerun one case (or schedule) of a scenario exactly, from its seed and id."""
-    _execute(scenario_name, seed=seed, db_url=db_url, report_dir=report_dir, keep=keep, only=only)
+    _execute(
+        scenario_name,
+        seed=seed,
+        db_url=db_url,
+        report_dir=report_dir,
+        keep=keep,
+        only=only,
+        jobs=jobs,
+        shard=shard,
+    )
 
 
 @click.group("scenarios")
@@ -251,7 +323,8 @@ def scenarios_list() -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def scenarios_check(files: tuple[Path, ...]) -> None:
     """Validate scenario files: syntax, keys, systems, faults and boundaries."""
-    from harness import scenario as scenario_mod, systems
+    from harness import scenario as scenario_mod
+    from harness import systems
     from harness.campaign import validate_cases
 
     bad = 0
@@ -267,4 +340,98 @@ def scenarios_check(files: tuple[Path, ...]) -> None:
     sys.exit(ExitStatus.BAD_INPUT if bad else ExitStatus.PASSED)
 
 
-COMMANDS = [run_cmd, sweep_cmd, replay_cmd, scenarios_group]
+@click.command("explore")
+@_with_common
+@click.option(
+    "--budget",
+    type=click.IntRange(1),
+    default=200,
+    show_default=True,
+    help="How many schedules Hypothesis may try.",
+)
+@click.option("--max-steps", type=click.IntRange(1, 6), default=3, show_default=True)
+@click.option(
+    "--examples-dir",
+    type=click.Path(path_type=Path),
+    default=Path(".hypothesis/crash-harness"),
+    show_default=True,
+    help="Hypothesis example database: failures found are tried first next time.",
+)
+def explore_cmd(
+    *,
+    scenario_name: str,
+    seed: int | None,
+    db_url: str | None,
+    report_dir: Path,
+    keep: bool,
+    jobs: int,
+    shard: str | None,
+    budget: int,
+    max_steps: int,
+    examples_dir: Path,
+) -> None:
+    """Let Hypothesis search fault schedules against real processes and shrink any failure."""
+    import time
+
+    from harness import report
+    from harness import scenario as scenario_mod
+    from harness.campaign import Campaign, CampaignResult, finish_campaign
+    from harness.explore import explore
+
+    try:
+        if jobs != 1 or shard is not None:
+            raise BadInputError("explore runs one search: --jobs and --shard do not apply")
+        scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
+        settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
+        click.echo(
+            f"explore {scenario.name} · system {settings.system.name} · seed "
+            f"{settings.seed} · budget {budget}"
+        )
+        started = time.perf_counter()
+
+        def progress(case: Any) -> None:
+            if case.verdict is not Status.PASS:
+                print_case(case)
+
+        with Campaign(settings) as campaign:
+            result = CampaignResult(settings=settings, workdir=campaign.workdir)
+            found = explore(
+                campaign,
+                budget=budget,
+                seed=settings.seed,
+                database_dir=examples_dir / scenario.name,
+                max_steps=max_steps,
+                on_case=progress,
+            )
+            result.cases.extend(found.tried)
+            settings.cases = [r.spec for r in found.tried]  # the report's plan is what ran
+        result = finish_campaign(result, campaign)
+    except BadInputError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitStatus.BAD_INPUT)
+    except KeyboardInterrupt:
+        click.echo("interrupted; every worker and provider was stopped", err=True)
+        sys.exit(130)
+    elapsed = time.perf_counter() - started
+    rate = len(found.tried) / elapsed if elapsed else 0.0
+    result.extra["explore"] = {
+        "budget": budget,
+        "schedules_run": len(found.tried),
+        "schedules_per_second": round(rate, 2),
+        "failures_seen": found.failures_seen,
+        "minimal": found.minimal.spec.id if found.minimal else None,
+    }
+    report.write_reports(result, report_dir)
+    click.echo(f"{len(found.tried)} schedules in {elapsed:.1f}s ({rate:.1f}/s)")
+    if found.minimal is not None:
+        broken = [n for n, r in found.minimal.invariants.items() if r.status is not Status.PASS]
+        click.echo(f"smallest failing schedule: {found.minimal.spec.id}  ({', '.join(broken)})")
+        click.echo(f"replay: {found.minimal.replay}")
+    else:
+        click.echo("no failing schedule found")
+    status, message = judge(scenario, result)
+    click.echo(message)
+    sys.exit(status)
+
+
+COMMANDS = [run_cmd, sweep_cmd, replay_cmd, explore_cmd, scenarios_group]

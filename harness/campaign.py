@@ -40,6 +40,8 @@ from harness.workload import Workload, build_workload, seed_database
 DEFAULT_WORKER_DEADLINE_S = 60.0
 #: a reply slower than this is an unknown outcome (kept short: timeouts are part of the tests)
 HARNESS_REQUEST_TIMEOUT_S = 1.0
+#: wall seconds a due delivery may sit untouched before the watchdog calls it overdue
+HARNESS_LIVENESS_GRACE_S = 0.5
 
 __all__ = [
     "CampaignResult",
@@ -105,8 +107,12 @@ class CampaignSettings:
     provider_faults: tuple[dict[str, Any], ...] | None = None
     #: WorkerConfig fields the scenario sets (lease_s, retry_backoff_s, ...)
     worker_overrides: dict[str, Any] = field(default_factory=dict)
+    #: the provider's dedupe window (0: it dedupes nothing); the worker is told the same
+    provider_window_s: float | None = None
     #: how to rerun a case: the command words before ``--case`` (certify by default)
     replay_prefix: list[str] | None = None
+    #: cases run in parallel on this many cores (each job its own provider and work dir)
+    jobs: int = 1
 
 
 @dataclass
@@ -202,6 +208,8 @@ class Campaign:
         self._stack = contextlib.ExitStack()
         self.provider: ProviderProcess | None = None
         self.supervisor: Supervisor | None = None
+        #: every move of this campaign's provider clock, shared by its cases (timelines)
+        self.provider_advances: list[tuple[float, float]] = []
 
     def __enter__(self) -> Campaign:
         try:
@@ -209,6 +217,7 @@ class Campaign:
                 ProviderProcess.start(
                     log_path=self.workdir / "provider-effects.sqlite",
                     credentials={"worker": (self.secret, ["*"])},
+                    window_s=self.settings.provider_window_s,
                 )
             )
             self.supervisor = self._stack.enter_context(Supervisor(workdir=self.workdir))
@@ -232,6 +241,7 @@ class Campaign:
             supervisor=self.supervisor,
             secret=self.secret,
             workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
+            provider_advances=self.provider_advances,
         )
 
 
@@ -241,13 +251,11 @@ def run_campaign(
     """Run every case of a campaign against one provider process and one supervisor."""
     cases = settings.cases if settings.cases is not None else default_cases(settings.system)
     validate_cases(settings.system, cases)
+    from harness.parallel import run_cases
+
     with Campaign(settings) as campaign:
         result = CampaignResult(settings=settings, workdir=campaign.workdir)
-        for case in cases:
-            case_result = campaign.run(case)
-            result.cases.append(case_result)
-            if on_case is not None:
-                on_case(case_result)
+        result.cases.extend(run_cases(campaign, cases, jobs=settings.jobs, on_case=on_case))
     return finish_campaign(result, campaign)
 
 
@@ -270,6 +278,7 @@ def run_case(
     supervisor: Supervisor,
     secret: str,
     workdir: Path,
+    provider_advances: list[tuple[float, float]] | None = None,
 ) -> CaseResult:
     """One case, start to verdict: prepare, drive the fault steps, finish, observe, judge."""
     started = time.time()
@@ -293,9 +302,16 @@ def run_case(
             if settings.provider_faults is not None
             else workload.provider_faults
         )
+        window = (
+            {"key_window_s": settings.provider_window_s}
+            if settings.provider_window_s is not None
+            else {}
+        )
         overrides = {
             "request_timeout_s": HARNESS_REQUEST_TIMEOUT_S,
             "autojump": True,
+            "liveness_grace_s": HARNESS_LIVENESS_GRACE_S,
+            **window,
             **settings.worker_overrides,
             **dict(system.config_overrides),
         }
@@ -322,6 +338,7 @@ def run_case(
             base_config=base_config,
             provider_rules=[FaultRule(**rule) for rule in faults],
             intended=dict(workload.intended()),
+            provider_advances=provider_advances if provider_advances is not None else [],
         )
         provider.admin.set_faults(ctx.provider_rules)
         for step in case.steps:
@@ -332,8 +349,7 @@ def run_case(
             if ctx.anomalous:
                 break
             FAULTS[step.fault].run(ctx, step)
-        if not ctx.settled and not ctx.anomalous:
-            ctx.wait(ctx.spawn())  # a fresh worker finishes whatever the faults left
+        ctx.finish()
         policy = Policy(
             key_window_s=base_config.key_window_s,
             retry_backoff_s=base_config.retry_backoff_s,
@@ -348,6 +364,16 @@ def run_case(
         _db.drop_target(target)
     checks = run_all(observation)
     verdict = _verdict(checks, ctx.outcomes)
+    timeline: list[dict[str, Any]] = []
+    if verdict is not Status.PASS:  # a picture for every case a person must look at
+        from harness.reports import build_timeline
+
+        timeline = build_timeline(
+            events,
+            observation.effects,
+            ledger_events=observation.ledger.audit if observation.ledger else None,
+            provider_advances=list(ctx.provider_advances),
+        )
     return CaseResult(
         spec=case,
         verdict=verdict,
@@ -361,6 +387,7 @@ def run_case(
         notes=ctx.notes,
         duration_s=time.time() - started,
         replay=replay_command(settings, case),
+        timeline=timeline,
     )
 
 

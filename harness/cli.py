@@ -59,7 +59,7 @@ def main() -> None:
     type=click.Path(path_type=Path),
     default=Path("reports"),
     show_default=True,
-    help="Where report.json and report.md are written.",
+    help="Where report.json, report.md, report.xml (JUnit) and report.html are written.",
 )
 @click.option(
     "--worker-deadline",
@@ -69,6 +69,14 @@ def main() -> None:
     help="Seconds one worker may run before it is declared hung.",
 )
 @click.option("--keep-workdir", is_flag=True, help="Keep ledgers, traces and worker logs.")
+@click.option(
+    "--resume",
+    "resume_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Finish a partial report.json: run only the planned cases it lacks, write the merged"
+    " report (its system, seed and database are reused).",
+)
 def certify(
     *,
     system_name: str,
@@ -78,15 +86,54 @@ def certify(
     report_dir: Path,
     worker_deadline: float,
     keep_workdir: bool,
+    resume_path: Path | None,
 ) -> None:
-    """Crash the system once at every boundary (plus a baseline) and check every invariant."""
-    from harness import _db, report, systems
-    from harness.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
+    """Crash the system once at every boundary (plus a baseline) and check every invariant.
 
+    The reports are rewritten after every case, so an interrupted campaign leaves a valid
+    partial report that ``--resume`` continues.
+    """
+    import contextlib
+    import shutil
+    import tempfile
+
+    from click.core import ParameterSource
+
+    from harness import _db, systems
+    from harness.campaign import (
+        CampaignSettings,
+        CaseResult,
+        CaseSpec,
+        default_cases,
+        run_campaign,
+        validate_cases,
+    )
+    from harness.reports._contract import determinism_of
+    from harness.reports._live import LiveReport, ResumePlan, plan_resume
+
+    ctx = click.get_current_context()
+    live: LiveReport | None = None
+    resumed: ResumePlan | None = None
     try:
+        if resume_path is not None:
+            given_system = ctx.get_parameter_source("system_name") is not ParameterSource.DEFAULT
+            resumed = plan_resume(
+                resume_path,
+                system=system_name if given_system else None,
+                seed=seed,
+                db_url=db_url,
+                case_ids=case_ids,
+            )
+            system_name, seed, db_url = resumed.system, resumed.seed, resumed.db_url
+            if ctx.get_parameter_source("report_dir") is ParameterSource.DEFAULT:
+                report_dir = resume_path.parent
         system = systems.resolve(system_name)
         url = _db.normalise_url(db_url) if db_url else None
-        cases = [CaseSpec.parse(c) for c in case_ids] or None
+        cases: list[CaseSpec] | None
+        if resumed is not None:
+            cases = [CaseSpec.parse(c) for c in resumed.remaining]  # may be none left
+        else:
+            cases = [CaseSpec.parse(c) for c in case_ids] or None
         settings = CampaignSettings(
             system=system,
             seed=seed if seed is not None else secrets.randbelow(2**31),
@@ -95,12 +142,37 @@ def certify(
             worker_deadline_s=worker_deadline,
             keep_workdir=keep_workdir,
         )
+        planned = cases if cases is not None else default_cases(system)
+        validate_cases(system, planned)
         click.echo(
             f"certify {system.name} · seed {settings.seed} · "
             f"db {'postgresql' if url and url.startswith('postgresql') else 'sqlite'}"
         )
+        if resumed is not None:
+            plan, full = resumed.plan, resumed.full
+            click.echo(
+                f"resuming {resume_path}: {len(resumed.previous)} of {len(plan)} case(s) done,"
+                f" running {len(planned)}"
+            )
+        else:
+            plan, full = [c.id for c in planned], cases is None
+        # The CLI owns the work dir so each case's trace can be read for the report while the
+        # campaign runs; it is dropped below on the campaign's own rule (all passed, not kept).
+        settings.workdir = Path(tempfile.mkdtemp(prefix="crash-harness-"))
+        live = LiveReport(
+            settings,
+            report_dir,
+            plan=plan,
+            full=full,
+            previous=resumed.previous if resumed is not None else (),
+            started_at=resumed.started_at if resumed is not None else None,
+            workdir=settings.workdir,
+            determinism=resumed.determinism if resumed is not None else (),
+        )
 
         def show(case: CaseResult) -> None:
+            assert live is not None
+            live.record(case)  # the partial report is on disk before the line is printed
             mark = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? "}[case.verdict.value]
             failed = [n for n, r in case.invariants.items() if r.status is not Status.PASS]
             extra = f"  {', '.join(failed)}" if failed else ""
@@ -113,19 +185,32 @@ def certify(
                         click.echo(_indent(w.stack_dump or w.stderr_tail), err=True)
                 click.echo(f"       replay: {case.replay}")
 
-        result = run_campaign(settings, on_case=show)
+        all_passed = True
+        if cases is None or cases:
+            result = run_campaign(settings, on_case=show)
+            all_passed = all(c.verdict is Status.PASS for c in result.cases)
+            live.determinism += determinism_of(result)
+        if all_passed and not keep_workdir:
+            shutil.rmtree(settings.workdir, ignore_errors=True)
+            live.workdir = None
+        data = live.write(partial=False)
     except BadInputError as exc:
+        if live is not None and live.workdir is not None:
+            with contextlib.suppress(OSError):
+                live.workdir.rmdir()  # only if the campaign never got to use it
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
     except KeyboardInterrupt:
         click.echo("interrupted; every worker and provider was stopped", err=True)
+        if live is not None:
+            _write_partial(live)
         sys.exit(130)
     except Exception:
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
 
-    paths = report.write_reports(result, report_dir)
-    summary = report.summarise(result)
+    paths = live.paths
+    summary = data["summary"]
     click.echo(
         f"{summary['passed']} passed, {summary['failed']} failed, {summary['unknown']} unknown;"
         f" boundaries covered {summary['boundaries_covered']}/"
@@ -135,9 +220,10 @@ def certify(
         click.echo("invariants violated: " + ", ".join(summary["invariants_violated"]))
     if summary["boundaries_uncovered"]:
         click.echo("never reached: " + ", ".join(summary["boundaries_uncovered"]))
-    if result.workdir is not None:
-        click.echo(f"work dir kept: {result.workdir}")
+    if live.workdir is not None:
+        click.echo(f"work dir kept: {live.workdir}")
     click.echo(f"report: {paths['json']} and {paths['md']}")
+    click.echo(f"also: {paths['junit']} (JUnit) and {paths['html']}")
     if summary["failed"] or summary["boundaries_uncovered"]:
         sys.exit(ExitStatus.VIOLATION)
     if summary["unknown"]:
@@ -152,8 +238,33 @@ def boundaries() -> None:
         click.echo(f"{name:<26} {where}")
 
 
+def _write_partial(live: object) -> None:
+    """After Ctrl-C: leave every report format consistent, marked partial, and say so."""
+    from harness.reports._live import LiveReport
+
+    assert isinstance(live, LiveReport)
+    try:
+        live.write(partial=True)
+    except Exception as exc:  # never hide the interrupt behind a report problem
+        click.echo(f"could not write the partial report: {exc}", err=True)
+        return
+    click.echo(
+        f"partial report ({len(live.cases)} case(s)): {live.json_path}; continue it with:"
+        f" crash-harness certify --resume {live.json_path}",
+        err=True,
+    )
+
+
 def _indent(text: str) -> str:
     return "\n".join("       | " + line for line in text.rstrip().splitlines()[-40:])
 
 
 # -- further command groups, each in its own module, registered here ----------------------
+from fake_providers._cli import providers as _providers  # noqa: E402
+from harness._cmd_ledger import COMMANDS as _LEDGER_COMMANDS  # noqa: E402
+from harness._cmd_mutants import mutants as _mutants  # noqa: E402
+from harness._cmd_report import COMMANDS as _REPORT_COMMANDS  # noqa: E402
+from harness._cmd_scenario import COMMANDS as _SCENARIO_COMMANDS  # noqa: E402
+
+for _command in (*_SCENARIO_COMMANDS, *_REPORT_COMMANDS, *_LEDGER_COMMANDS, _mutants, _providers):
+    main.add_command(_command)

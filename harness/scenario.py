@@ -25,7 +25,7 @@ from harness.schedule import CaseSpec
 _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "scenario": {"name": (str,), "description": (str,), "system": (str,), "seed": (int,)},
     "workload": {"runs": (int,), "destinations_per_topic": (int,)},
-    "provider": {"preset": (str,), "faults": (list,)},
+    "provider": {"preset": (str,), "faults": (list,), "window_s": (int, float)},
     "worker": {
         "lease_s": (int, float),
         "retry_backoff_s": (list,),
@@ -52,6 +52,7 @@ class Scenario:
     destinations_per_topic: int
     provider_preset: str
     provider_faults: tuple[dict[str, Any], ...] | None
+    provider_window_s: float | None
     worker_overrides: dict[str, Any]
     worker_deadline_s: float
     mode: str
@@ -267,6 +268,7 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         destinations_per_topic=int(workload.get("destinations_per_topic", 2)),
         provider_preset=preset,
         provider_faults=faults,
+        provider_window_s=(float(provider["window_s"]) if "window_s" in provider else None),
         worker_overrides=worker,
         worker_deadline_s=deadline,
         mode=mode,

@@ -115,6 +115,16 @@ class Paused:
     hit: int
 
 
+@dataclass(frozen=True)
+class WorkerEvent:
+    """A line a worker wrote on its events pipe: paused, hung, or overdue_flagged."""
+
+    kind: str
+    subject: str
+    hit: int
+    at: float
+
+
 def _die_with_parent(parent_pid: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -274,6 +284,20 @@ class Supervisor:
 
         Raises ``SupervisorError`` if neither happens within ``timeout_s``.
         """
+        event = self.wait_event(worker, timeout_s=timeout_s)
+        if event is None:
+            return None
+        if event.kind != "paused":
+            raise SupervisorError(f"expected {worker.name} to pause, it said {event.kind}")
+        return Paused(worker, event.subject, event.hit)
+
+    def wait_event(
+        self, worker: RunningWorker, *, timeout_s: float, quiet_ok: bool = False
+    ) -> WorkerEvent | None:
+        """Next line from the worker's events pipe; None if the worker ended first.
+
+        Past ``timeout_s`` it raises ``SupervisorError``, or returns None if ``quiet_ok``.
+        """
         assert worker.events_fd is not None, "worker has no events pipe"
         deadline = time.monotonic() + timeout_s
         pidfd = os.pidfd_open(worker.pid)
@@ -290,16 +314,20 @@ class Supervisor:
                 if pidfd in ready:
                     return None
                 if not ready:
-                    raise SupervisorError(
-                        f"worker {worker.name} did not pause at a boundary within {timeout_s}s"
-                    )
+                    if quiet_ok:
+                        return None
+                    raise SupervisorError(f"worker {worker.name} sent no event within {timeout_s}s")
         finally:
             os.close(pidfd)
         line, _, worker.pending = worker.pending.partition(b"\n")
-        verb, name, hit = line.decode().split()
-        if verb != "paused":
-            raise SupervisorError(f"unexpected event from {worker.name}: {line!r}")
-        return Paused(worker, name, int(hit))
+        kind, subject, hit = line.decode().split()
+        return WorkerEvent(kind, subject, int(hit), time.time())
+
+    def kill(self, worker: RunningWorker, *, trace_path: Path, reason: str) -> None:
+        """SIGKILL a worker on purpose (recorded first, so it counts as a planned crash)."""
+        trace.append(trace_path, event="crash", worker=worker.name, pid=worker.pid, reason=reason)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
 
     def release(self, worker: RunningWorker, verb: str = "continue") -> None:
         """Let a paused worker go on (``continue``), die there (``crash``) or ``raise``."""

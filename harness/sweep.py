@@ -41,19 +41,16 @@ def sweep(
     depth: int = 1,
     on_case: Callable[[CaseResult], None] | None = None,
     limit: int | None = None,
+    jobs: int = 1,
 ) -> tuple[list[CaseResult], SweepCoverage]:
     """Run the dry run, then every first crash it makes possible (and second ones at depth 2)."""
+    from harness.parallel import run_cases
+
     coverage = SweepCoverage()
-    results: list[CaseResult] = []
-
-    def run(case: CaseSpec) -> CaseResult:
-        result = campaign.run(case)
-        results.append(result)
-        if on_case is not None:
-            on_case(result)
-        return result
-
-    dry = run(CaseSpec())
+    dry = campaign.run(CaseSpec())
+    if on_case is not None:
+        on_case(dry)
+    results: list[CaseResult] = [dry]
     boundaries = campaign.settings.system.boundaries
     first_hits = dry.hits_by_worker.get("w1", {})
     for boundary in boundaries:
@@ -62,20 +59,25 @@ def sweep(
     planned = sorted(coverage.expected, key=lambda p: (boundaries.index(p[0]), p[1]))
     if limit is not None:
         planned = planned[:limit]
-    for boundary, hit in planned:
-        first = run(CaseSpec("crash", boundary, hit))
-        if first.crash_fired:
-            coverage.covered.add((boundary, hit))
+    firsts = run_cases(
+        campaign, [CaseSpec("crash", b, h) for b, h in planned], jobs=jobs, on_case=on_case
+    )
+    results.extend(firsts)
+    seconds: list[CaseSpec] = []
+    for first in firsts:
+        if first.crash_fired and first.spec.boundary is not None and first.spec.hit is not None:
+            coverage.covered.add((first.spec.boundary, first.spec.hit))
         if depth < 2 or not first.crash_fired:
             continue
         # The recovering incarnation is w2; crash it again at every hit it makes.
         recovery = first.hits_by_worker.get("w2", {})
         for b2 in boundaries:
             for h2 in range(1, recovery.get(b2, 0) + 1):
-                coverage.second_planned += 1
-                case = CaseSpec(steps=(Step("crash", boundary, hit), Step("crash", b2, h2)))
-                second = run(case)
-                fired = sum(1 for w in second.workers if w.kind == "crashed_as_planned")
-                if fired >= 2:
-                    coverage.second_fired += 1
+                seconds.append(CaseSpec(steps=(*first.spec.steps, Step("crash", b2, h2))))
+    coverage.second_planned = len(seconds)
+    for second in run_cases(campaign, seconds, jobs=jobs, on_case=on_case):
+        results.append(second)
+        fired = sum(1 for w in second.workers if w.kind == "crashed_as_planned")
+        if fired >= 2:
+            coverage.second_fired += 1
     return results, coverage

@@ -33,6 +33,9 @@ class System:
     expected_violation: str | None = None
     #: WorkerConfig fields this system sets differently (e.g. its own retry policy)
     config_overrides: Mapping[str, Any] = field(default_factory=dict)
+    #: for a mutant that only a particular fault exposes: the built-in scenario that does
+    #: (None: the default certify campaign catches it)
+    catching_scenario: str | None = None
 
 
 def _reference() -> System:
@@ -50,10 +53,51 @@ def _reference() -> System:
     )
 
 
+def command_system(
+    command: str,
+    *,
+    prepare: Callable[[Engine], None] | None = None,
+    read_ledger: Callable[[Engine], LedgerSnapshot] | None = None,
+    boundaries: tuple[str, ...] = tuple(BOUNDARIES),
+) -> System:
+    """A worker that is a program: forked, then exec'd with the harness's settings in its
+    environment (``CRASH_HARNESS_WORKER``, the provider secret, ``CRASH_HARNESS_CONTROL``).
+
+    The program reads them with ``WorkerConfig.from_env()`` and arms itself just by importing
+    ``harness``; its crash plan, trace and control pipes are the ones the harness made. By
+    default it is judged through the reference schema's ledger adapter.
+    """
+    import shlex
+
+    argv = shlex.split(command)
+    if not argv:
+        raise UnknownSystemError("--system cmd: needs a command, e.g. 'cmd:python -m myapp'")
+    ref = _reference()
+
+    def main(config: WorkerConfig) -> None:  # pragma: no cover - replaced by exec
+        import os
+
+        from harness._boundary import handoff_env
+
+        env = {**os.environ, **config.to_env(), **handoff_env()}
+        os.execvpe(argv[0], argv, env)
+
+    return System(
+        name=f"cmd:{command}",
+        description=f"the program {command!r}",
+        main=main,
+        prepare=prepare or ref.prepare,
+        read_ledger=read_ledger or ref.read_ledger,
+        boundaries=boundaries,
+    )
+
+
 def resolve(name: str) -> System:
     """Turn ``--system`` into a System, or say clearly what exists."""
     if name == "reference":
         return _reference()
+    if name.startswith("cmd:"):
+        return command_system(name[4:])
     if name.startswith("mutant:"):
         from harness.mutants import CATALOGUE
 
@@ -76,5 +120,5 @@ def resolve(name: str) -> System:
             )
         return found
     raise UnknownSystemError(
-        f"--system: {name!r} is not 'reference', 'mutant:NAME' or 'module:attr'"
+        f"--system: {name!r} is not 'reference', 'mutant:NAME', 'module:attr' or 'cmd:COMMAND'"
     )

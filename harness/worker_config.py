@@ -42,6 +42,13 @@ class WorkerConfig:
     #: when nothing is due, jump the shared clock to the next due time instead of sleeping
     #: (trio's MockClock autojump): runs are fast and their order does not depend on speed
     autojump: bool = False
+    #: "sync": one loop claims and delivers; "asyncio": one task per due delivery, as a
+    #: service that moved sending off its request path would do
+    delivery_mode: str = "sync"
+    #: how often the watchdog looks for overdue deliveries (wall seconds)
+    watchdog_interval_s: float = 0.05
+    #: how far past due (on the shared clock) a delivery must be to count as overdue
+    liveness_grace_s: float = 1.0
 
     def clock(self) -> SharedClock:
         return SharedClock(self.clock_path)
@@ -65,6 +72,9 @@ class WorkerConfig:
             "request_timeout_s": self.request_timeout_s,
             "clock_path": self.clock_path,
             "autojump": self.autojump,
+            "delivery_mode": self.delivery_mode,
+            "watchdog_interval_s": self.watchdog_interval_s,
+            "liveness_grace_s": self.liveness_grace_s,
         }
         return {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
 
@@ -85,4 +95,7 @@ class WorkerConfig:
             request_timeout_s=data["request_timeout_s"],
             clock_path=data.get("clock_path"),
             autojump=data.get("autojump", False),
+            delivery_mode=data.get("delivery_mode", "sync"),
+            watchdog_interval_s=data.get("watchdog_interval_s", 0.05),
+            liveness_grace_s=data.get("liveness_grace_s", 1.0),
         )

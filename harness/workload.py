@@ -61,21 +61,16 @@ def build_workload(seed: int, *, runs: int = 3, destinations_per_topic: int = 2)
         )
         for i in range(runs)
     )
-    dropped, refused = rng.sample([(s.run_id, d) for s in specs for d in roster[s.topic]], k=2)
-    faults = (
-        {
-            "fault": "accept_then_drop",
-            "match": {"run_id": dropped[0], "destination": dropped[1]},
-            "nth": 1,
-            "times": 1,
-        },
-        {
-            "fault": "status",
-            "status": 503,
-            "match": {"run_id": refused[0], "destination": refused[1]},
-            "nth": 1,
-            "times": 1,
-        },
+    pairs = [(s.run_id, d) for s in specs for d in roster[s.topic]]
+    # Two distinct sends get a provider fault when the workload is big enough for both.
+    picked = rng.sample(pairs, k=min(2, len(pairs) - 1)) if len(pairs) > 1 else []
+    shapes: list[dict[str, Any]] = [
+        {"fault": "accept_then_drop"},
+        {"fault": "status", "status": 503},
+    ]
+    faults = tuple(
+        {**shape, "match": {"run_id": run_id, "destination": dest}, "nth": 1, "times": 1}
+        for shape, (run_id, dest) in zip(shapes, picked, strict=False)
     )
     return Workload(seed=seed, runs=specs, roster=roster, provider_faults=faults)
 

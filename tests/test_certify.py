@@ -143,3 +143,23 @@ def test_unreached_boundary_is_a_coverage_gap(tmp_path: Path) -> None:
     result = run_campaign(CampaignSettings(system=system, seed=7, workdir=tmp_path))
     assert "before_reconcile" in result.uncovered()
     assert to_json(result)["summary"]["boundaries_uncovered"] == result.uncovered()
+
+
+def test_command_route_runs_an_execd_worker(tmp_path: Path) -> None:
+    """A worker given as a command is exec'd with the plan in its environment and crashes
+    at the armed boundary like a forked one."""
+    import sys
+
+    system = systems.resolve(f"cmd:{sys.executable} -m harness.reference")
+    settings = CampaignSettings(
+        system=system,
+        seed=3,
+        cases=[CaseSpec.parse("crash@after_provider_accept#1"), CaseSpec.parse("baseline")],
+        workdir=tmp_path,
+    )
+    result = run_campaign(settings)
+    crash, baseline = result.cases
+    assert crash.verdict is Status.PASS, crash.invariants
+    assert [w.kind.value for w in crash.workers] == ["crashed_as_planned", "completed"]
+    assert crash.workers[0].boundary == "after_provider_accept"
+    assert baseline.verdict is Status.PASS

@@ -1,8 +1,11 @@
-"""Injected faults: accept-then-drop and status replies, with nth/times/match counting."""
+"""Injected faults: what the client sees for each kind, and what the log holds."""
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -226,3 +229,127 @@ def test_bad_fault_rules_are_refused(provider: ProviderProcess, rule: dict[str, 
     assert response.status_code == 400
     with pytest.raises(ProviderError):
         FaultRule.from_json(rule)
+
+
+def test_timeout_holds_the_reply_past_the_client_timeout(
+    provider: ProviderProcess, session: requests.Session
+) -> None:
+    """The client times out; the log already holds the accepted effect."""
+    provider.admin.set_faults([FaultRule(fault="timeout", hold_s=2.0)])
+    headers = {**provider.auth_headers(), "Idempotency-Key": "k1"}
+    with pytest.raises(requests.ReadTimeout):
+        session.post(f"{provider.url}/v1/messages", json=message(), headers=headers, timeout=0.3)
+    [effect] = provider.admin.accepted()
+    assert (effect.outcome, effect.fault) == ("fresh", "timeout")
+
+
+def test_timeout_then_reply_arrives_late_and_then_drop_never_arrives(
+    provider: ProviderProcess, session: requests.Session
+) -> None:
+    """hold_s then reply: a patient client gets the 200 late; then drop: it gets no reply."""
+    provider.admin.set_faults(
+        [
+            FaultRule(fault="timeout", hold_s=0.2, then="reply", match={"idempotency_key": "a"}),
+            FaultRule(fault="timeout", hold_s=0.2, then="drop", match={"idempotency_key": "b"}),
+        ]
+    )
+    started = time.monotonic()
+    late = send(session, provider, "a")
+    assert late.status_code == 200
+    assert time.monotonic() - started >= 0.2
+    with pytest.raises(requests.ConnectionError):
+        send(session, provider, "b")
+    assert [(e.idempotency_key, e.fault) for e in provider.admin.accepted()] == [
+        ("a", "timeout"),
+        ("b", "timeout"),
+    ]
+
+
+def test_slow_delays_before_processing_then_answers_normally(
+    provider: ProviderProcess,
+) -> None:
+    """While a slow request is held nothing is logged; then it is accepted as usual."""
+    provider.admin.set_faults([FaultRule(fault="slow", delay_s=0.5)])
+    with ThreadPoolExecutor(max_workers=1) as pool, requests.Session() as s:
+        pending = pool.submit(send, s, provider, "k1")
+        [flight] = provider.admin.wait_in_flight(1)
+        assert flight["stage"] == "slow"
+        assert provider.admin.effects() == []
+        response = pending.result()
+    assert response.status_code == 200
+    [effect] = provider.admin.accepted()
+    assert (effect.fault, effect.provider_message_id) == ("slow", response.json()["id"])
+
+
+def test_fault_targets_one_key_and_its_nth_attempt(
+    provider: ProviderProcess, session: requests.Session
+) -> None:
+    """match on key + nth=2 fails exactly the second attempt with that key."""
+    rule = FaultRule(fault="status", status=503, match={"idempotency_key": "k1"}, nth=2)
+    provider.admin.set_faults([rule])
+    codes = [send(session, provider, key).status_code for key in ("k1", "k2", "k1", "k1")]
+    assert codes == [200, 200, 503, 200]
+    assert [e.outcome for e in provider.admin.effects(idempotency_key="k1")] == [
+        "fresh",
+        "failed_by_fault",
+        "deduplicated",
+    ]
+
+
+def test_fault_targets_a_destination(provider: ProviderProcess, session: requests.Session) -> None:
+    """match on destination leaves other destinations alone."""
+    provider.admin.set_faults(
+        [FaultRule(fault="accept_then_drop", match={"destination": "acct_2"}, times=None)]
+    )
+    assert send(session, provider, "a").status_code == 200
+    with pytest.raises(requests.ConnectionError):
+        send(session, provider, "b", message(destination="acct_2"))
+    assert len(provider.admin.accepted()) == 2
+
+
+def test_probability_with_a_seed_is_deterministic(
+    provider: ProviderProcess, session: requests.Session
+) -> None:
+    """A seeded probability faults the same requests every time, as random.Random(seed) says."""
+    rule = FaultRule(fault="status", status=503, probability=0.5, seed=7, times=None)
+    dice = random.Random(7)
+    expected = [503 if dice.random() < 0.5 else 200 for _ in range(12)]
+    provider.admin.set_faults([rule])
+    first = [send(session, provider, f"k{i}").status_code for i in range(12)]
+    provider.admin.reset()
+    provider.admin.set_faults([rule])
+    second = [send(session, provider, f"k{i}").status_code for i in range(12)]
+    assert first == second == expected
+    assert 0 < expected.count(503) < 12
+    assert provider.admin.count(outcome="failed_by_fault") == expected.count(503)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"fault": "timeout"},
+        {"fault": "timeout", "hold_s": 1, "then": "explode"},
+        {"fault": "slow"},
+        {"fault": "slow", "delay_s": 1, "hold_s": 1},
+        {"fault": "status", "status": 503, "delay_s": 1},
+        {"fault": "accept_then_drop", "retry_after": 1},
+        {"fault": "status", "status": 503, "probability": 0},
+        {"fault": "status", "status": 503, "probability": 1.5},
+        {"fault": "status", "status": 503, "seed": 3},
+    ],
+)
+def test_bad_timing_and_probability_rules_are_refused(rule: dict[str, Any]) -> None:
+    """Timing fields belong to their fault kind; probability is in (0, 1] and owns the seed."""
+    with pytest.raises(ProviderError):
+        FaultRule.from_json(rule)
+
+
+def test_new_fault_fields_round_trip() -> None:
+    """timeout/slow/probability rules survive to_json/from_json unchanged."""
+    rules = [
+        FaultRule(fault="timeout", hold_s=1.5, then="drop"),
+        FaultRule(fault="slow", delay_s=0.25, match={"delivery_id": "d-1"}),
+        FaultRule(fault="status", status=429, retry_after=3, probability=0.25, seed=1, times=None),
+    ]
+    for rule in rules:
+        assert FaultRule.from_json(rule.to_json()) == rule

@@ -6,8 +6,10 @@ import json
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,50 @@ def test_cli_by_hand_invents_secrets_and_exits_on_sigterm(tmp_path: Path) -> Non
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def test_unknown_or_bad_options_are_refused_before_start(tmp_path: Path) -> None:
+    """An option the preset does not have, or a bad value, fails before any process starts."""
+    with pytest.raises(ProviderStartError, match="has no option"):
+        ProviderProcess.start(log_path=tmp_path / "e.sqlite", options={"strip_metadata": True})
+    with pytest.raises(ProviderStartError, match="must be true or false"):
+        ProviderProcess.start(
+            log_path=tmp_path / "e.sqlite", preset="chat", options={"strip_metadata": "maybe"}
+        )
+    assert not (tmp_path / "e.sqlite").exists()
+
+
+def test_version_1_log_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A log written before contents existed opens, keeps its records and its keys."""
+    log = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(log)
+    conn.executescript(
+        """
+        CREATE TABLE effects (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, epoch INTEGER NOT NULL,
+            received_at REAL NOT NULL, credential_id TEXT, destination TEXT, run_id TEXT,
+            delivery_id TEXT, idempotency_key TEXT, payload_hash TEXT, recognizer TEXT,
+            outcome TEXT NOT NULL, provider_message_id TEXT, fault TEXT, status_code INTEGER,
+            response_body TEXT);
+        CREATE TABLE epochs (epoch INTEGER PRIMARY KEY, started_at REAL NOT NULL);
+        CREATE TABLE clock_advances (id INTEGER PRIMARY KEY AUTOINCREMENT,
+            advance_s REAL NOT NULL, at REAL NOT NULL);
+        PRAGMA user_version=1;
+        """
+    )
+    with conn:
+        conn.execute("INSERT INTO epochs VALUES (1, ?)", (time.time(),))
+        conn.execute(
+            "INSERT INTO effects (epoch, received_at, credential_id, destination, run_id,"
+            " delivery_id, idempotency_key, payload_hash, recognizer, outcome,"
+            " provider_message_id, status_code, response_body)"
+            " VALUES (1, ?, 'worker', 'acct_1', 'run-1', 'd-1', 'k0', 'h', 'rec-1', 'fresh',"
+            " 'msg_old', 200, ?)",
+            (time.time(), json.dumps({"id": "msg_old", "status": "accepted"})),
+        )
+    conn.close()
+    with ProviderProcess.start(log_path=log) as provider, requests.Session() as s:
+        [old] = provider.admin.accepted()
+        assert old.provider_message_id == "msg_old"
+        assert send(s, provider, "k1").status_code == 200
+        assert len(provider.admin.accepted()) == 2

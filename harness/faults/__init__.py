@@ -9,6 +9,7 @@ from harness.faults import (
     clock_jump,
     concurrent_claim,
     crash,
+    liveness,
     pause_past_lease,
     provider,
     restore_backup,
@@ -26,6 +27,7 @@ FAULTS: dict[str, FaultSpec] = {
         roster_change.FAULT,
         restore_backup.FAULT,
         *provider.FAULTS,
+        *liveness.FAULTS,
     )
 }
 

@@ -1,7 +1,9 @@
 """``concurrent_claim``: two or more workers race for the same queue (``:N`` workers, default 2).
 
-Each worker is held right after its first claim until all have claimed, then all are let go
-together, so the race is real every time rather than when the scheduler happens to allow it.
+Each worker is held right after its first claim, and all are let go together, so the race is
+real every time rather than when the scheduler happens to allow it. A worker that finds
+nothing it may claim (every due item is leased by a rival) cannot reach that point; the
+harness gives it ``RACE_WINDOW_S`` to do so and then releases the others anyway.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from harness.errors import BadInputError
 from harness.faults._spec import FaultSpec
 from harness.schedule import Step
 
+#: how long a follower gets to make its first claim while the others hold theirs (wall s)
+RACE_WINDOW_S = 0.3
+
 
 def run(ctx: CaseContext, step: Step) -> None:
     try:
@@ -21,13 +26,22 @@ def run(ctx: CaseContext, step: Step) -> None:
     if count < 2:
         raise BadInputError(f"{step}: a race needs at least 2 workers")
     workers = []
-    for _ in range(count):
+    for i in range(count):
         worker = ctx.spawn([Arm("after_claim", 1, "pause")])
-        workers.append((worker, ctx.wait_paused(worker)))
+        window = ctx.worker_deadline_s if i == 0 else RACE_WINDOW_S
+        event = ctx.supervisor.wait_event(worker, timeout_s=window, quiet_ok=True)
+        workers.append((worker, event))
     for worker, paused in workers:
-        if paused is not None:
+        if paused is not None and paused.kind == "paused":
             ctx.release(worker)
     for worker, _ in workers:
+        # A follower that claimed after the window still holds at its boundary: let it go.
+        while True:
+            late = ctx.supervisor.wait_event(worker, timeout_s=ctx.worker_deadline_s, quiet_ok=True)
+            if late is None:
+                break
+            if late.kind == "paused":
+                ctx.release(worker)
         ctx.wait(worker)
     ctx.record("race", workers=[w.name for w, _ in workers])
 

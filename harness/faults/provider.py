@@ -47,14 +47,19 @@ def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> Faul
     )
 
 
-#: the worker's request timeout is far below this, so the reply is never awaited
-TIMEOUT_HOLD_S = 3.0
+#: longer than the harness's request timeout (1 s), so the worker gives up waiting
+TIMEOUT_HOLD_S = 1.5
 
 FAULTS = (
     _spec(
         "provider_accept_then_drop",
         "the provider records the effect but the response never arrives",
         lambda n: FaultRule(fault="accept_then_drop", nth=n),
+    ),
+    _spec(
+        "provider_timeout",
+        "the provider accepts, then holds the reply past the worker's timeout",
+        lambda n: FaultRule(fault="timeout", hold_s=TIMEOUT_HOLD_S, nth=n),
     ),
     _spec(
         "provider_5xx",

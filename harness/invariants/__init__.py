@@ -9,12 +9,19 @@ from __future__ import annotations
 import traceback
 
 from harness.invariants import (
+    accepted_reconciled_or_unknown,
     audit_survives_cleanup,
+    credential_scope,
     exactly_once_effect,
+    frozen_destinations,
+    liveness,
     no_restart_duplicates,
     no_silent_loss,
     one_delivery_identity,
+    restore_no_replay,
+    retry_within_window,
     stable_idempotency_key,
+    states_distinguishable,
 )
 from harness.invariants._model import (
     AuditRow,
@@ -35,8 +42,15 @@ CHECKERS: dict[str, Checker] = {
         no_restart_duplicates,
         stable_idempotency_key,
         exactly_once_effect,
+        accepted_reconciled_or_unknown,
         no_silent_loss,
         audit_survives_cleanup,
+        states_distinguishable,
+        retry_within_window,
+        frozen_destinations,
+        liveness,
+        credential_scope,
+        restore_no_replay,
     )
 }
 

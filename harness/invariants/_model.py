@@ -54,6 +54,8 @@ class DeliveryRow:
     acknowledged_at: float | None = None
     key_window_s: float | None = None
     last_error: str | None = None
+    #: when the current lease (if any) runs out; a claimed row is not overdue before that
+    lease_expires_at: float | None = None
 
     @property
     def settled(self) -> bool:
@@ -116,6 +118,9 @@ class LedgerSnapshot:
     deliveries: tuple[DeliveryRow, ...]
     queue: frozenset[str]
     audit: tuple[AuditRow, ...]
+    #: delivery_status -> rows, as an operator's ``GROUP BY delivery_status`` query sees them
+    #: (None when the ledger adapter does not run that query)
+    state_counts: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,12 @@ class Policy:
     credential_scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: whether the provider can be asked about a key after a timeout
     provider_lookup: bool = True
+    #: how long past ``next_attempt_at`` an unsettled item may sit before it must be flagged
+    liveness_grace_s: float = 1.0
+    #: the longest one attempt may take (the worker's request timeout); None: use ``lease_s``
+    request_timeout_s: float | None = None
+    #: the slowest acceptable overdue detection, seconds; None: measure and report only
+    liveness_max_detection_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +158,12 @@ class Observation:
     policy: Policy | None = None
     #: boundary hits, spawns, exits and harness actions (restore, clock jump...) in order
     trace: tuple[TraceEvent, ...] = ()
+    #: the shared clock's reading when the evidence was collected (ledger times are on that
+    #: clock); None if the harness did not record it
+    observed_at: float | None = None
+    #: how far the provider's clock ran ahead of wall time when the case started (its offset
+    #: persists across cases); lets a checker put trace times on the provider's clock
+    provider_clock_offset_s: float = 0.0
 
 
 class MissingEvidenceError(Exception):

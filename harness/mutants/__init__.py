@@ -8,11 +8,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.mutants import ack_before_send, new_key_per_attempt, transcript_rebuild
+from harness.mutants import (
+    ack_before_send,
+    backoff_past_window,
+    blind_resend_after_timeout,
+    cleanup_deletes_ledger,
+    fire_and_forget_task,
+    ignores_key_window,
+    new_key_per_attempt,
+    no_lease,
+    no_watchdog,
+    recompute_destinations,
+    resend_after_interrupted_recovery,
+    shared_done_flag,
+    transcript_rebuild,
+    unknown_as_failed,
+)
 from harness.systems import System
 
 CATALOGUE: dict[str, Callable[[], System]] = {
     "ack_before_send": ack_before_send.system,
     "new_key_per_attempt": new_key_per_attempt.system,
     "transcript_rebuild": transcript_rebuild.system,
+    "blind_resend_after_timeout": blind_resend_after_timeout.system,
+    "cleanup_deletes_ledger": cleanup_deletes_ledger.system,
+    "unknown_as_failed": unknown_as_failed.system,
+    "shared_done_flag": shared_done_flag.system,
+    "backoff_past_window": backoff_past_window.system,
+    "fire_and_forget_task": fire_and_forget_task.system,
+    "ignores_key_window": ignores_key_window.system,
+    "no_lease": no_lease.system,
+    "no_watchdog": no_watchdog.system,
+    "recompute_destinations": recompute_destinations.system,
+    "resend_after_interrupted_recovery": resend_after_interrupted_recovery.system,
 }

@@ -18,6 +18,8 @@ def mutant_system(
     *,
     expected_violation: str,
     prepare: Callable[[Engine], None] | None = None,
+    catching_scenario: str | None = None,
+    config_overrides: dict[str, object] | None = None,
 ) -> System:
     def main(config: WorkerConfig) -> None:
         worker_cls(config).run()
@@ -32,4 +34,6 @@ def mutant_system(
         prepare=prepare or default_prepare,
         read_ledger=snapshot.read_ledger,
         expected_violation=expected_violation,
+        catching_scenario=catching_scenario,
+        config_overrides=config_overrides or {},
     )

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, and_, delete, insert, or_, select, update
+from sqlalchemy import ColumnElement, Engine, and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from harness.errors import LeaseLostError
@@ -188,18 +188,34 @@ class Ledger:
 
     # -- claim ------------------------------------------------------------------------------
 
-    def claim_next(self) -> Claim | None:
-        """Lease the next due queue item, or None if nothing is due right now."""
+    def _due(self, now: float) -> ColumnElement[bool]:
+        return or_(
+            and_(
+                Delivery.delivery_status.in_(("pending", "unknown")),
+                Delivery.next_attempt_at <= now,
+            ),
+            and_(Delivery.delivery_status == "claimed", Delivery.lease_expires_at <= now),
+            Delivery.delivery_status.in_(tuple(TERMINAL_STATES)),
+        )
+
+    def due_ids(self) -> list[str]:
+        """Queue items that could be claimed now, in claim order."""
+        with Session(self.engine) as s:
+            stmt = (
+                select(Delivery.delivery_id)
+                .join(QueueItem, QueueItem.delivery_id == Delivery.delivery_id)
+                .where(self._due(self.now()))
+                .order_by(Delivery.next_attempt_at, Delivery.delivery_id)
+            )
+            return list(s.scalars(stmt).all())
+
+    def claim_next(self, *, only: str | None = None) -> Claim | None:
+        """Lease the next due queue item (or ``only`` that one), or None if none is due."""
         now = self.now()
         with Session(self.engine) as s, s.begin():
-            due = or_(
-                and_(
-                    Delivery.delivery_status.in_(("pending", "unknown")),
-                    Delivery.next_attempt_at <= now,
-                ),
-                and_(Delivery.delivery_status == "claimed", Delivery.lease_expires_at <= now),
-                Delivery.delivery_status.in_(tuple(TERMINAL_STATES)),
-            )
+            due = self._due(now)
+            if only is not None:
+                due = and_(due, Delivery.delivery_id == only)
             stmt = (
                 select(Delivery)
                 .join(QueueItem, QueueItem.delivery_id == Delivery.delivery_id)
@@ -359,6 +375,26 @@ class Ledger:
             lease_owner=None,
             lease_expires_at=None,
         )
+
+    def waiting_ids(self) -> list[str]:
+        """Deliveries due now that nobody holds: work a live worker should be doing."""
+        with Session(self.engine) as s:
+            stmt = (
+                select(Delivery.delivery_id)
+                .join(QueueItem, QueueItem.delivery_id == Delivery.delivery_id)
+                .where(
+                    self._due(self.now()),
+                    Delivery.delivery_status.not_in(tuple(TERMINAL_STATES)),
+                )
+            )
+            return list(s.scalars(stmt).all())
+
+    def record_overdue(self, delivery_id: str, *, waited_s: float) -> None:
+        """Say in the audit trail that a delivery sat due and untouched (an operator sees it)."""
+        with Session(self.engine) as s, s.begin():
+            row = s.get(Delivery, delivery_id)
+            if row is not None:
+                self._audit(s, row, "overdue", epoch=row.lease_epoch, detail={"waited_s": waited_s})
 
     def cleanup(self, delivery_id: str) -> None:
         """Remove the queue item only; the ledger row and audit trail stay."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from harness.invariants import AuditRow, DeliveryRow, LedgerSnapshot
@@ -43,10 +43,19 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
                 acknowledged_at=d.acknowledged_at,
                 key_window_s=d.key_window_s,
                 last_error=d.last_error,
+                lease_expires_at=d.lease_expires_at,
             )
             for d in s.scalars(select(Delivery).order_by(Delivery.created_at)).all()
         )
         queue = frozenset(s.scalars(select(QueueItem.delivery_id)).all())
+        # The query an operator's dashboard would run; states_distinguishable checks that it
+        # agrees with the rows, so a state that only exists row by row cannot hide.
+        state_counts = {
+            str(status): int(n)
+            for status, n in s.execute(
+                select(Delivery.delivery_status, func.count()).group_by(Delivery.delivery_status)
+            )
+        }
         audit = tuple(
             AuditRow(
                 event_id=a.event_id,
@@ -68,4 +77,5 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
         deliveries=deliveries,
         queue=queue,
         audit=audit,
+        state_counts=state_counts,
     )

@@ -21,6 +21,7 @@ import json
 from harness._boundary import boundary
 from harness.errors import LeaseLostError
 from harness.names import TERMINAL_STATES
+from harness.reference.async_delivery import AsyncDelivery, Watchdog
 from harness.reference.ledger import Claim, Ledger
 from harness.reference.provider_client import Answer, ProviderClient
 from harness.reference.schema import RunRequest
@@ -45,14 +46,35 @@ class ReferenceWorker:
         )
 
     def run(self) -> None:
+        watchdog = self.watchdog()
+        watchdog.start()
         try:
             self.recover()
             for run in self.ledger.pending_runs():
                 self.execute(run)
-            self.deliver_until_settled()
+            if self.config.delivery_mode == "asyncio":
+                self.async_delivery().run()
+            else:
+                self.deliver_until_settled()
         finally:
+            watchdog.stop()
             self.provider.close()
             self.engine.dispose()
+
+    def watchdog(self) -> Watchdog:
+        return Watchdog(self)
+
+    def async_delivery(self) -> AsyncDelivery:
+        return AsyncDelivery(self, keep_references=True)
+
+    def idle(self, wake: tuple[float | None, float | None]) -> None:
+        """Wait for the next due time: jump the clock to our own retry, never past a lease."""
+        due, leased = wake
+        if due is not None and (leased is None or due <= leased):
+            self.clock.sleep_until(due, autojump=self.config.autojump, cap_s=IDLE_CAP_S)
+        else:
+            target = leased if leased is not None else due or 0.0
+            self.clock.sleep_until(target, autojump=False, cap_s=IDLE_CAP_S)
 
     # -- execution --------------------------------------------------------------------------
 
@@ -93,16 +115,7 @@ class ReferenceWorker:
             wake = self.ledger.next_wakeup()
             if wake is None:
                 return
-            # Jump the clock only to a retry time we own; a rival's lease must lapse for real.
-            due, leased = wake
-            if due is not None and (leased is None or due <= leased):
-                self.clock.sleep_until(due, autojump=self.config.autojump, cap_s=IDLE_CAP_S)
-            else:
-                self.clock.sleep_until(
-                    leased if leased is not None else due or 0.0,
-                    autojump=False,
-                    cap_s=IDLE_CAP_S,
-                )
+            self.idle(wake)
 
     def deliver(self, claim: Claim) -> None:
         if claim.status_before in TERMINAL_STATES:

@@ -1,0 +1,191 @@
+"""``crash-harness providers``: run a fake provider on its own, for a human.
+
+``crash-harness providers serve --preset chat --strip-metadata`` starts one provider in the
+foreground, prints its URL, its effect log and (only here, for the person at the terminal)
+the credential and admin token it generated, and serves until Ctrl-C. Every preset option
+is a flag (``--window-s 60``, ``--no-lookup``, ``--decline 'acct_bad*'``); a flag that the
+chosen preset does not take is an error, never ignored. ``crash-harness providers list``
+shows the presets and their options.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from fake_providers._errors import ProviderError
+from fake_providers._options import Option, parse_assignment
+from fake_providers._presets import PRESETS, all_options, get_preset
+from fake_providers._runner import Secrets, load_secrets, run_provider
+
+EXIT_BAD_INPUT = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+_SHARED_HELP = {
+    "window_s": "dedupe window in seconds, on the provider clock",
+    "lookup": "serve the lookup-by-key endpoint",
+}
+
+
+def _flag(option: Option, users: list[str]) -> Callable[[F], F]:
+    dash = option.name.replace("_", "-")
+    text = _SHARED_HELP.get(option.name, option.help) if len(users) > 1 else option.help
+    help_text = f"{text} [{', '.join(users)}]"
+    if option.kind == "bool":
+        return click.option(f"--{dash}/--no-{dash}", option.name, default=None, help=help_text)
+    if option.kind == "globs":
+        return click.option(f"--{dash}", option.name, multiple=True, metavar="GLOB", help=help_text)
+    kind: type[Any] = int if option.kind == "int" else float
+    return click.option(f"--{dash}", option.name, type=kind, default=None, help=help_text)
+
+
+def _preset_flags(command: F) -> F:
+    for option, users in reversed(list(all_options().values())):
+        command = _flag(option, users)(command)
+    return command
+
+
+@click.group(name="providers")
+def providers() -> None:
+    """Run the fake providers on their own (payments, orders, queue-fifo, chat, smtp, webhook)."""
+
+
+@providers.command(name="list")
+def list_presets() -> None:
+    """Show every preset, what it models, and its options with their defaults."""
+    for spec in PRESETS.values():
+        click.echo(f"{spec.name}: {spec.models}")
+        for option in spec.options:
+            default = list(option.default) if option.kind == "globs" else option.default
+            click.echo(f"    {option.flag} ({option.kind}, default {default!r}): {option.help}")
+
+
+@providers.command(name="serve")
+@click.option("--preset", required=True, type=click.Choice(sorted(PRESETS)), help="which one")
+@click.option("--port", type=int, default=0, show_default=True, help="HTTP port (0: any free)")
+@click.option("--host", default="127.0.0.1", show_default=True, help="a loopback address")
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="effect log file (default: a new file in a temporary directory)",
+)
+@click.option(
+    "--scope",
+    multiple=True,
+    default=("*",),
+    show_default=True,
+    metavar="GLOB",
+    help="destination globs of the generated credential (repeatable)",
+)
+@click.option(
+    "--option",
+    "assignments",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="set a preset option by name (repeatable)",
+)
+@click.option("--no-log", is_flag=True, hidden=True)
+@_preset_flags
+def serve(
+    *,
+    preset: str,
+    port: int,
+    host: str,
+    log_path: Path | None,
+    scope: tuple[str, ...],
+    assignments: tuple[str, ...],
+    no_log: bool,
+    **flags: Any,
+) -> None:
+    """Run one fake provider in the foreground until Ctrl-C."""
+    spec = get_preset(preset)
+    known = {option.name for option in spec.options}
+    options: dict[str, object] = {}
+    for name, value in flags.items():
+        if value is None or value == ():
+            continue
+        if name not in known:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} does not apply to preset {preset!r}")
+        options[name] = list(value) if isinstance(value, tuple) else value
+    try:
+        for text in assignments:
+            name, value = parse_assignment(text)
+            options[name] = value
+        resolved = spec.resolve(options)
+    except ProviderError as exc:
+        raise click.UsageError(str(exc)) from None
+    if log_path is None:
+        log_path = Path(tempfile.mkdtemp(prefix=f"fake-{preset}-")) / "effects.sqlite"
+    secrets = load_secrets(default_scope=scope)
+
+    def announce(ready: dict[str, Any]) -> None:
+        _print_banner(spec.name, spec.models, ready, log_path, resolved, secrets)
+
+    try:
+        status = run_provider(
+            preset=preset,
+            options=resolved,
+            log_path=log_path,
+            host=host,
+            port=port,
+            credentials=secrets.credentials,
+            admin_token=secrets.admin_token,
+            on_ready=announce,
+            durable=not no_log,
+        )
+    except ProviderError as exc:
+        click.echo(f"crash-harness providers: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    click.echo("stopped.")
+    sys.exit(status)
+
+
+def _print_banner(
+    name: str,
+    models: str,
+    ready: dict[str, Any],
+    log_path: Path,
+    options: dict[str, Any],
+    secrets: Secrets,
+) -> None:
+    """What a human needs to talk to the provider; the only place a secret is printed."""
+    shown = " ".join(
+        f"{k}={','.join(v) if isinstance(v, tuple) else v}" for k, v in options.items()
+    )
+    lines = [
+        f"fake provider {name!r} listening on {ready['url']}",
+        f"  models:     {models}",
+    ]
+    if "smtp_port" in ready:
+        host = str(ready["url"]).split("//", 1)[1].rsplit(":", 1)[0]
+        lines.append(f"  smtp:       {host}:{ready['smtp_port']} (AUTH PLAIN/LOGIN, no TLS)")
+    lines += [f"  effect log: {log_path}", f"  options:    {shown or '(none)'}"]
+    for cred in secrets.credentials.values():
+        scope = ",".join(cred.scope)
+        if not secrets.invented_credentials:
+            lines.append(f"  credential: {cred.credential_id!r} (scope {scope}), secret from env")
+        elif "smtp_port" in ready:
+            lines.append(
+                f"  credential: username {cred.credential_id!r}, password {cred.secret}"
+                f" (scope {scope}; HTTP: Authorization: Bearer <password>)"
+            )
+        else:
+            lines.append(
+                f"  credential: {cred.credential_id!r} (scope {scope}):"
+                f" Authorization: Bearer {cred.secret}"
+            )
+    if secrets.invented_admin_token:
+        lines.append(f"  admin:      X-Admin-Token: {secrets.admin_token}")
+    lines.append("Ctrl-C to stop.")
+    click.echo("\n".join(lines))
+    sys.stdout.flush()

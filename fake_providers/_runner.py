@@ -1,0 +1,109 @@
+"""Run one fake provider in this process until SIGTERM/SIGINT (both CLIs end up here).
+
+Binds the HTTP server (and the preset's own listener, e.g. SMTP), hands the ready
+information (URL, pid, extra ports; never a secret) to ``on_ready`` once everything
+listens, serves, and closes the log on the way out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from fake_providers._app import ProviderApp
+from fake_providers._credentials import (
+    ADMIN_TOKEN_ENV,
+    CREDENTIALS_ENV,
+    Credential,
+    new_secret,
+    parse_credentials,
+)
+from fake_providers._effect_log import EffectLog
+from fake_providers._presets import get_preset
+from fake_providers._server import build_server, check_host, server_url
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Worker credentials and the admin token, and which of them were invented here."""
+
+    credentials: dict[str, Credential]
+    admin_token: str
+    invented_credentials: bool
+    invented_admin_token: bool
+
+
+def load_secrets(*, default_scope: Sequence[str] = ("*",)) -> Secrets:
+    """Secrets from the environment (then removed from it), or invented ones.
+
+    An invented secret must be shown to the human who started us (nobody else knows it).
+    """
+    raw_credentials = os.environ.pop(CREDENTIALS_ENV, None)
+    admin_token = os.environ.pop(ADMIN_TOKEN_ENV, None)
+    if raw_credentials:
+        credentials = parse_credentials(raw_credentials)
+    else:
+        secret = new_secret()
+        credentials = {"default": Credential("default", secret, tuple(default_scope))}
+    return Secrets(
+        credentials=credentials,
+        admin_token=admin_token or new_secret(),
+        invented_credentials=not raw_credentials,
+        invented_admin_token=not admin_token,
+    )
+
+
+def run_provider(
+    *,
+    preset: str,
+    options: Mapping[str, object] | None,
+    log_path: Path,
+    host: str,
+    port: int,
+    credentials: Mapping[str, Credential],
+    admin_token: str,
+    on_ready: Callable[[dict[str, Any]], None],
+    durable: bool = True,
+    allow_non_loopback: bool = False,
+) -> int:
+    """Serve until a stop signal; returns the exit status (0)."""
+    check_host(host, allow_non_loopback=allow_non_loopback)
+    spec = get_preset(preset)
+    resolved = spec.resolve(options)
+    log = EffectLog(log_path, durable=durable)
+    try:
+        app = ProviderApp(
+            spec=spec,
+            options=resolved,
+            log=log,
+            credentials=credentials,
+            admin_token=admin_token,
+        )
+        server = build_server(app, host=host, port=port, allow_non_loopback=allow_non_loopback)
+        try:
+            extra = app.start(host)
+            stopping = threading.Event()
+
+            def on_signal(_signum: int, _frame: FrameType | None) -> None:
+                # shutdown() blocks until serve_forever returns, and serve_forever runs in
+                # this (the main) thread, so ask for it from another thread.
+                if not stopping.is_set():
+                    stopping.set()
+                    threading.Thread(target=server.shutdown, daemon=True).start()
+
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+            on_ready({"url": server_url(server), "pid": os.getpid(), **extra})
+            server.serve_forever(poll_interval=0.1)
+        finally:
+            app.close()
+            server.server_close()
+    finally:
+        log.close()
+    return 0

@@ -1,0 +1,153 @@
+"""Choose injections by search: Hypothesis draws schedules, runs each against real processes,
+and shrinks any failure to the smallest schedule that still fails.
+
+A schedule is a short list of fault steps (crashes, pauses past the lease, clock jumps, races,
+roster changes, restores). Hypothesis's example database keeps every failure it found, so the
+next run tries those first; the printed replay command reruns the shrunk schedule exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from harness.campaign import Campaign, CaseResult
+from harness.invariants import Status
+from harness.schedule import CaseSpec, Step
+
+#: boundaries where a pause fault (past the lease, clock jump, snapshot) is worth trying
+_PAUSE_POINTS = ("after_claim", "before_retry", "before_reconcile", "after_provider_accept")
+
+
+def step_strategy(boundaries: tuple[str, ...]) -> st.SearchStrategy[Step]:
+    """One fault step; listed simplest first, which is the direction Hypothesis shrinks to."""
+    points = tuple(b for b in _PAUSE_POINTS if b in boundaries) or boundaries
+    crash = st.builds(
+        lambda b, h: Step("crash", b, h), st.sampled_from(boundaries), st.integers(1, 3)
+    )
+    return st.one_of(
+        crash,
+        st.builds(lambda b: Step("pause_past_lease", b, 1), st.sampled_from(points)),
+        st.builds(lambda b: Step("clock_jump", b, 1), st.sampled_from(points)),
+        st.builds(
+            lambda b, h: Step("roster_change", b, h), st.sampled_from(boundaries), st.integers(1, 2)
+        ),
+        st.builds(lambda b: Step("restore_backup", b, 1), st.sampled_from(points)),
+        st.just(Step("concurrent_claim")),
+    )
+
+
+def schedule_strategy(boundaries: tuple[str, ...], max_steps: int) -> st.SearchStrategy[CaseSpec]:
+    return st.lists(step_strategy(boundaries), min_size=1, max_size=max_steps).map(
+        lambda steps: CaseSpec(steps=tuple(steps))
+    )
+
+
+@dataclass
+class ExploreResult:
+    tried: list[CaseResult] = field(default_factory=list)
+    #: the smallest failing schedule after shrinking, if any failed
+    minimal: CaseResult | None = None
+    failures_seen: int = 0
+
+
+def explore(
+    campaign: Campaign,
+    *,
+    budget: int,
+    seed: int,
+    database_dir: Path | None,
+    max_steps: int = 3,
+    on_case: Callable[[CaseResult], None] | None = None,
+) -> ExploreResult:
+    """Search ``budget`` schedules; shrink the first failure found to a minimal schedule."""
+    outcome = ExploreResult()
+    boundaries = campaign.settings.system.boundaries
+    failing: list[CaseResult] = []
+
+    def check(case: CaseSpec) -> None:
+        result = campaign.run(case)
+        outcome.tried.append(result)
+        if on_case is not None:
+            on_case(result)
+        if result.verdict is Status.FAIL:
+            failing.append(result)
+            broken = [n for n, r in result.invariants.items() if r.status is Status.FAIL]
+            raise AssertionError(f"{case.id}: {', '.join(broken)}")
+
+    database = DirectoryBasedExampleDatabase(str(database_dir)) if database_dir else None
+    test = settings(
+        max_examples=budget,
+        database=database,
+        deadline=None,
+        derandomize=False,
+        print_blob=False,
+        report_multiple_bugs=False,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+    )(given(schedule_strategy(boundaries, max_steps))(check))
+    test = hypothesis_seed(seed)(test)
+    # One example database key per system, so schedules found for one never replay on another.
+    digest = hashlib.sha256(campaign.settings.system.name.encode()).digest()
+    test._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]
+    try:
+        test()
+    except AssertionError:
+        # Hypothesis replays the shrunk example last: it is the minimal failing schedule.
+        outcome.minimal = failing[-1] if failing else None
+    outcome.failures_seen = len(failing)
+    if outcome.minimal is not None:
+        outcome.minimal = simplify(campaign, outcome.minimal, on_case=on_case, tried=outcome.tried)
+    return outcome
+
+
+def _broken(result: CaseResult) -> set[str]:
+    return {n for n, r in result.invariants.items() if r.status is Status.FAIL}
+
+
+def simplify(
+    campaign: Campaign,
+    found: CaseResult,
+    *,
+    on_case: Callable[[CaseResult], None] | None = None,
+    tried: list[CaseResult] | None = None,
+) -> CaseResult:
+    """A domain shrink pass after Hypothesis's: prefer fewer steps, then plain crashes.
+
+    Hypothesis shrinks the bytes behind a schedule; it can stop at a local minimum such as
+    "restore at X, then crash", when "crash at X, then crash" fails the same way and says more
+    plainly what a user must fix. Each candidate is run for real and kept only if it breaks
+    the same invariants.
+    """
+    target = _broken(found)
+    best = found
+    improved = True
+    while improved:
+        improved = False
+        steps = best.spec.steps
+        candidates: list[tuple[Step, ...]] = [
+            steps[:i] + steps[i + 1 :] for i in range(len(steps)) if len(steps) > 1
+        ]
+        for i, step in enumerate(steps):
+            if step.fault != "crash" and step.boundary is not None and step.hit is not None:
+                candidates.append(
+                    (*steps[:i], Step("crash", step.boundary, step.hit), *steps[i + 1 :])
+                )
+        for steps_try in candidates:
+            result = campaign.run(CaseSpec(steps=steps_try))
+            if tried is not None:
+                tried.append(result)
+            if on_case is not None:
+                on_case(result)
+            if result.verdict is Status.FAIL and target <= _broken(result):
+                best = result
+                improved = True
+                break
+    return best

@@ -1,0 +1,69 @@
+"""Liveness faults: the worker stays up but stops delivering, and no exception says so.
+
+- ``task_never_started``: the asyncio delivery tasks are scheduled, then the garbage
+  collector runs (at a moment the harness picks). A worker that holds its tasks strongly
+  loses nothing; one that fires and forgets them loses them silently.
+- ``loop_stall``: the event loop stops making progress while the process stays alive.
+
+Either way the check is on the absence of success: the harness waits for the worker's
+watchdog to flag an overdue delivery (on the events pipe, not by sleeping), records the
+detection time, then kills the silent worker and lets a fresh one finish the job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness._boundary import Arm
+from harness._case import CaseContext
+from harness.faults._spec import FaultSpec
+from harness.schedule import Step
+
+#: the boundary the asyncio path reaches once every new task waits for a sending slot
+SCHEDULED = "delivery_tasks_scheduled"
+
+
+def _watch(ctx: CaseContext, step: Step, *, action: str) -> None:
+    worker = ctx.spawn([Arm(SCHEDULED, 1, action)])
+    first = ctx.supervisor.wait_event(worker, timeout_s=ctx.worker_deadline_s)
+    if first is None:
+        ctx.wait(worker)
+        ctx.notes.append(f"{step}: the asyncio path never reached {SCHEDULED}")
+        return
+    ctx.record("liveness_fault", fault=step.fault, expect_overdue=step.fault == "loop_stall")
+    if first.kind == "paused":
+        ctx.release(worker, "gc")
+    # A watchdog that has not spoken after ten grace periods is not going to.
+    budget = 10 * ctx.base_config.liveness_grace_s + 2.0
+    ctx.watch(worker, injected_at=first.at, budget_s=budget)
+
+
+def _asyncio_path(ctx: CaseContext, step: Step) -> None:
+    """Both faults live in the asyncio delivery path."""
+    ctx.base_config = replace(ctx.base_config, delivery_mode="asyncio")
+
+
+def _task_never_started(ctx: CaseContext, step: Step) -> None:
+    _watch(ctx, step, action="pause")
+
+
+def _loop_stall(ctx: CaseContext, step: Step) -> None:
+    _watch(ctx, step, action="hang")
+
+
+FAULTS = (
+    FaultSpec(
+        id="task_never_started",
+        summary="asyncio delivery tasks scheduled, then collected: no exception, process up",
+        needs_boundary=False,
+        run=_task_never_started,
+        prepare=_asyncio_path,
+    ),
+    FaultSpec(
+        id="loop_stall",
+        summary="the event loop stops making progress while the process stays alive",
+        needs_boundary=False,
+        run=_loop_stall,
+        prepare=_asyncio_path,
+    ),
+)

@@ -1,0 +1,191 @@
+"""``liveness``: an item left pending (or unknown) past ``next_attempt_at`` plus a grace period
+is flagged overdue, and the time it took to notice is measured.
+
+Why: the quietest failure is no failure at all. A delivery task that was scheduled and
+silently dropped (an asyncio task nobody kept a reference to) or an event loop that stopped
+making progress leaves no exception and a live process; the message simply never goes out,
+and every error counter stays at zero. A safe system has a watchdog that checks for the
+absence of success.
+
+What the checker reads from the trace:
+
+* ``liveness_fault`` (harness): a ``task_never_started`` or ``loop_stall`` was injected;
+  ``detail.expect_overdue`` says whether a *correct* worker's due work goes overdue under it
+  (a stalled loop: yes, and the watchdog must say so; a garbage collection: no, a worker
+  that holds its tasks loses nothing). Absent, a flag is expected;
+* ``overdue_flagged`` (worker's watchdog): a delivery sat due past the grace period
+  (``waited_s``/``grace_s``, or ``overdue_since``/``detected_at``);
+* ``liveness_detected`` / ``liveness_undetected`` (harness): the flag reached the harness
+  (``detection_s`` after the injection), or nothing did within its budget.
+
+It fails when an injected stall went unnoticed, when due work went overdue under a fault that
+a correct worker survives (work was dropped by a live worker), when a detection was slower
+than ``Policy.liveness_max_detection_s``, or when a delivery ends unsettled (or ``unknown``
+and still queued) past its due time plus grace with no flag. It passes with the measured
+detection times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.invariants._evidence import detail_of, events_named, provider_times
+from harness.invariants._model import CheckResult, DeliveryRow, Observation, Status, need
+from harness.trace import TraceEvent
+
+NAME = "liveness"
+
+#: used when the scenario recorded no policy (matches ``Policy.liveness_grace_s``)
+DEFAULT_GRACE_S = 1.0
+
+
+def _due(row: DeliveryRow) -> float:
+    """When the row should have been acted on at the latest (a live lease defers it)."""
+    due = row.next_attempt_at if row.next_attempt_at is not None else row.created_at
+    if row.delivery_status == "claimed" and row.lease_expires_at is not None:
+        due = max(due, row.lease_expires_at)
+    return due
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _detection(ev: TraceEvent) -> dict[str, Any]:
+    """One watchdog flag, with how long past due it was noticed."""
+    d = detail_of(ev)
+    since, at = _number(d.get("overdue_since")), _number(d.get("detected_at"))
+    waited, grace = _number(d.get("waited_s")), _number(d.get("grace_s"))
+    if since is not None and at is not None:
+        took: float | None = round(at - since, 3)
+    elif waited is not None:
+        took = round(waited - (grace or 0.0), 3)
+    else:
+        took = None
+    return {
+        "delivery_id": d.get("delivery_id"),
+        "worker": ev.worker,
+        "flagged_at": ev.t,
+        "waited_s": waited,
+        "detection_s": took,
+    }
+
+
+def check(obs: Observation) -> CheckResult:
+    ledger = need(obs.ledger, "ledger")
+    policy = obs.policy
+    grace = policy.liveness_grace_s if policy is not None else DEFAULT_GRACE_S
+    bound = policy.liveness_max_detection_s if policy is not None else None
+    faults = events_named(obs.trace, "liveness_fault")
+    flags = events_named(obs.trace, "overdue_flagged")
+    detections = [_detection(ev) for _, ev in flags]
+    harness_saw = [
+        {"t": ev.t, **detail_of(ev)} for _, ev in events_named(obs.trace, "liveness_detected")
+    ]
+    undetected = [(i, ev) for i, ev in events_named(obs.trace, "liveness_undetected")]
+    problems: list[dict[str, Any]] = []
+
+    for n, (i, ev) in enumerate(faults):
+        fault = {"t": ev.t, **detail_of(ev)}
+        end = faults[n + 1][0] if n + 1 < len(faults) else len(obs.trace)
+        after = [_detection(f) for j, f in flags if i < j < end]
+        gave_up = [{"t": u.t, **detail_of(u)} for j, u in undetected if i < j < end]
+        if fault.get("expect_overdue", True):
+            if gave_up or not after:
+                problems.append(
+                    {
+                        "problem": "a stall was injected and nothing flagged the overdue work",
+                        "fault": fault,
+                        "harness_gave_up": gave_up,
+                    }
+                )
+        elif after:
+            problems.append(
+                {
+                    "problem": "due work went overdue under a fault a correct worker survives: "
+                    "the live worker dropped it (its watchdog noticed)",
+                    "fault": fault,
+                    "flagged": after,
+                }
+            )
+    if bound is not None:
+        for d in detections:
+            if d["detection_s"] is not None and d["detection_s"] > bound:
+                problems.append(
+                    {"problem": f"detection slower than the {bound}s allowed", "detection": d}
+                )
+
+    # "Now" on the ledger's clock: recorded by the harness, else the trace's last line.
+    end_t = obs.observed_at
+    if end_t is None:
+        times = provider_times(obs.trace, start_offset=obs.provider_clock_offset_s)
+        end_t = max(times, default=None)
+    stuck = [
+        r
+        for r in ledger.deliveries
+        if not r.settled or (r.delivery_status == "unknown" and r.delivery_id in ledger.queue)
+    ]
+    flagged_ids = {d["delivery_id"] for d in detections}
+    flagged_ids |= {a.delivery_id for a in ledger.audit if a.event == "overdue"}
+    undecidable: list[str] = []
+    not_yet_due: list[str] = []
+    for row in stuck:
+        if row.delivery_id in flagged_ids:
+            continue
+        overdue_at = _due(row) + grace
+        if end_t is None:
+            undecidable.append(row.delivery_id)
+        elif end_t >= overdue_at:
+            problems.append(
+                {
+                    "problem": "left unsettled past its due time plus grace, never flagged",
+                    "delivery_id": row.delivery_id,
+                    "run_id": row.run_id,
+                    "destination": row.destination,
+                    "status": row.delivery_status,
+                    "in_queue": row.delivery_id in ledger.queue,
+                    "overdue_since": overdue_at,
+                    "case_ended_at": end_t,
+                    "unflagged_for_s": round(end_t - overdue_at, 3),
+                }
+            )
+        else:
+            not_yet_due.append(row.delivery_id)
+
+    timing = [d["detection_s"] for d in detections if d["detection_s"] is not None]
+    evidence: dict[str, Any] = {
+        "grace_s": grace,
+        "liveness_faults": [{"t": ev.t, **detail_of(ev)} for _, ev in faults],
+        "detections": detections,
+        "harness_detections": harness_saw,
+        "max_detection_s": max(timing) if timing else None,
+        "unsettled": len(stuck),
+        "not_yet_overdue": not_yet_due,
+    }
+    if problems:
+        return CheckResult(
+            Status.FAIL,
+            f"{len(problems)} liveness problem(s): stalls unnoticed, work dropped or overdue "
+            "items unflagged",
+            {"problems": problems, **evidence},
+        )
+    if undecidable:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{len(undecidable)} unsettled item(s) and no trace to tell whether they were flagged",
+            {"undecidable": undecidable, **evidence},
+        )
+    if detections:
+        return CheckResult(
+            Status.PASS,
+            f"{len(detections)} overdue item(s) flagged; slowest detection "
+            f"{evidence['max_detection_s']}s past due",
+            evidence,
+        )
+    if faults:
+        summary = f"{len(faults)} liveness fault(s) injected; no work went overdue"
+    elif stuck:
+        summary = f"{len(stuck)} unsettled item(s), none overdue yet"
+    else:
+        summary = f"no liveness fault injected and all {len(ledger.deliveries)} deliveries settled"
+    return CheckResult(Status.PASS, summary, evidence)

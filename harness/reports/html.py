@@ -1,0 +1,366 @@
+"""One self-contained HTML page: the verdict, the matrix as a coloured grid, and for every
+case that did not pass a timeline picture, its evidence and the command that replays it.
+
+No network: the CSS is inline, there is no script, fonts are the reader's own (the pictures
+carry their glyphs as paths). Pictures are drawn by ``_svg.timeline_svg`` (matplotlib, only
+imported when there is a case to draw).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping, MutableMapping
+from html import escape
+from typing import Any
+
+from harness.reports._common import (
+    case_where,
+    effects_line,
+    headline,
+    invariant_names,
+    not_passing,
+    partial_note,
+)
+
+_CSS = """
+:root { --pass:#2e7d32; --fail:#c62828; --unknown:#ef6c00; --none:#9e9e9e; --ink:#212121;
+        --muted:#616161; --line:#e0e0e0; --bg:#fafafa; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+       color: var(--ink); background: var(--bg); }
+main { max-width: 1280px; margin: 0 auto; padding: 24px; }
+h1 { font-size: 22px; margin: 0 0 12px; }
+h2 { font-size: 18px; margin: 32px 0 10px; border-bottom: 1px solid var(--line); }
+h3 { font-size: 16px; margin: 0 0 8px; }
+code, pre { font: 12.5px/1.4 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+pre { background: #263238; color: #eceff1; padding: 10px 12px; border-radius: 6px;
+      overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
+.banner { padding: 14px 18px; border-radius: 8px; color: #fff; font-size: 18px;
+          font-weight: 600; margin-bottom: 10px; }
+.banner.fail, .banner.gap { background: var(--fail); }
+.banner.unknown { background: var(--unknown); }
+.banner.pass { background: var(--pass); }
+.banner.partial { background: #546e7a; }
+.partial-note { background: #fff3e0; border: 1px solid #ffb74d; padding: 10px 14px;
+                border-radius: 6px; margin-bottom: 10px; }
+.meta { display: flex; flex-wrap: wrap; gap: 6px 22px; color: var(--muted); margin: 8px 0; }
+.meta b { color: var(--ink); font-weight: 600; }
+table { border-collapse: collapse; background: #fff; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; }
+table.matrix th.inv { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowrap;
+                      vertical-align: bottom; font-weight: 500; padding: 8px 4px; }
+table.matrix td.cell { width: 34px; min-width: 34px; text-align: center; color: #fff;
+                       font-weight: 700; }
+td.pass, span.pass { background: var(--pass); }
+td.fail, span.fail { background: var(--fail); }
+td.unknown, span.unknown { background: var(--unknown); }
+td.none { background: #eeeeee; color: var(--none) !important; }
+td.cell a { color: #fff; text-decoration: none; display: block; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff;
+         font-size: 12px; font-weight: 600; }
+.chips { display: flex; flex-wrap: wrap; gap: 6px; }
+.chip { border-radius: 14px; padding: 3px 10px; font-size: 12.5px; border: 1px solid; }
+.chip.covered { border-color: var(--pass); color: var(--pass); background: #e8f5e9; }
+.chip.uncovered { border-color: var(--fail); color: var(--fail); background: #ffebee; }
+.chip.pending { border-color: #90a4ae; color: #546e7a; background: #eceff1; }
+.chip.unplanned { border-color: #cfd8dc; color: #90a4ae; background: #fff; }
+section.case { background: #fff; border: 1px solid var(--line); border-left: 6px solid var(--fail);
+               border-radius: 6px; padding: 14px 18px; margin: 16px 0; }
+section.case.unknown { border-left-color: var(--unknown); }
+section.case ul { margin: 6px 0 10px; padding-left: 20px; }
+figure { margin: 10px 0; overflow-x: auto; }
+figure svg { max-width: 100%; height: auto; }
+figcaption { color: var(--muted); font-size: 12.5px; }
+details summary { cursor: pointer; color: #1565c0; }
+footer { color: var(--muted); margin: 40px 0 10px; font-size: 12px; }
+"""
+
+_LETTER = {"pass": "✓", "fail": "✗", "unknown": "?"}
+
+
+def render_html(
+    report: Mapping[str, Any], *, svg_cache: MutableMapping[str, str] | None = None
+) -> str:
+    """The whole page. ``svg_cache`` (case id + fingerprint -> svg) spares redrawing a picture
+    when a partial report is rewritten after every case."""
+    level, sentence = headline(report)
+    title = f"crash-harness: {report['system']} on {report['database']}"
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>crash-harness report: <code>{escape(str(report['system']))}</code>"
+        f" on {escape(str(report['database']))}</h1>",
+    ]
+    note = partial_note(report)
+    if note:
+        parts.append(f'<div class="partial-note"><b>⏸ {_md_code(note)}</b></div>')
+    parts.append(f'<div class="banner {level}">{escape(sentence)}</div>')
+    parts.append(_meta(report))
+    s = report["summary"]
+    if s["invariants_violated"]:
+        parts.append(
+            "<p>Invariants violated: "
+            + ", ".join(f"<code>{escape(n)}</code>" for n in s["invariants_violated"])
+            + "</p>"
+        )
+    parts.append(_matrix(report))
+    parts.append(_coverage(report))
+    bad = not_passing(report)
+    if bad:
+        parts.append(f"<h2>Cases that did not pass ({len(bad)})</h2>")
+        parts.append(
+            "<p>Each picture is one case: a lane per worker process (boundary hits as ticks, "
+            "the SIGKILL as a red X, the restart as a dashed arrow), the provider's log (one "
+            "marker per request: ● fresh effect, ■ deduplicated, ▲ expired then accepted, "
+            "✕ refused or failed; a red ring is a duplicate effect) and the ledger's audit "
+            "trail.</p>"
+        )
+    for case in bad:
+        parts.append(_case(report, case, svg_cache))
+    parts.append(_determinism(report))
+    if report.get("replay"):
+        parts.append(
+            f"<h2>Rerun the campaign</h2><pre><code>{escape(report['replay'])}</code></pre>"
+        )
+    parts.append(
+        f"<footer>crash-harness {escape(str(report['tool']['version']))} · schema "
+        f"<code>{escape(str(report['schema']))}</code> · rendered from report.json</footer>"
+    )
+    parts.append("</main></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _md_code(text: str) -> str:
+    """Escape, then turn `code` spans into <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
+
+
+def _when(ts: Any) -> str:
+    try:
+        return dt.datetime.fromtimestamp(float(ts), tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+
+
+def _meta(report: Mapping[str, Any]) -> str:
+    s = report["summary"]
+    env = report.get("environment", {})
+    items = [
+        ("seed", str(report["seed"])),
+        ("cases", f"{s['passed']} pass · {s['failed']} fail · {s['unknown']} unknown"),
+        ("boundaries covered", f"{s['boundaries_covered']}/{s['boundaries_documented']}"),
+        ("started", _when(report.get("started_at"))),
+        ("took", f"{float(report.get('duration_s', 0.0)):.1f}s"),
+        ("python", f"{env.get('python', '?')} on {env.get('platform', '?')}"),
+    ]
+    if report.get("expected_violation"):
+        items.insert(1, ("expected to break", str(report["expected_violation"])))
+    if s.get("not_run"):
+        items.insert(2, ("not run yet", str(s["not_run"])))
+    return (
+        '<div class="meta">'
+        + "".join(f"<span>{escape(k)}: <b>{escape(v)}</b></span>" for k, v in items)
+        + "</div>"
+    )
+
+
+def _anchor(case_id: str) -> str:
+    return "case-" + re.sub(r"[^a-z0-9]+", "-", case_id.lower()).strip("-")
+
+
+def _matrix(report: Mapping[str, Any]) -> str:
+    names = invariant_names(report)
+    head = (
+        "<tr><th>boundary</th><th>verdict</th>"
+        + "".join(f'<th class="inv">{escape(n)}</th>' for n in names)
+        + "<th>accepted / intended</th><th>time</th></tr>"
+    )
+    rows = []
+    for case in report["cases"]:
+        where = case_where(case)
+        if case["fault"] not in ("none", "crash"):
+            where = f"{case['fault']}@{where}"
+        linked = case["verdict"] != "pass"
+        cells = []
+        for n in names:
+            inv = case["invariants"].get(n)
+            if inv is None:
+                cells.append('<td class="cell none" title="not checked">-</td>')
+                continue
+            status = inv["status"]
+            mark = _LETTER[status]
+            if linked and status != "pass":
+                mark = f'<a href="#{_anchor(case["id"])}">{mark}</a>'
+            tip = escape(f"{n}: {status}: {inv['summary']}")
+            cells.append(f'<td class="cell {status}" title="{tip}">{mark}</td>')
+        verdict = f'<span class="badge {case["verdict"]}">{escape(case["verdict"])}</span>'
+        label = escape(where)
+        if linked:
+            label = f'<a href="#{_anchor(case["id"])}">{label}</a>'
+        fx = case["effects"]
+        rows.append(
+            f"<tr><td><code>{label}</code></td><td>{verdict}</td>{''.join(cells)}"
+            f'<td class="num">{fx["accepted"]} / {fx["intended"]}</td>'
+            f'<td class="num">{float(case["duration_s"]):.2f}s</td></tr>'
+        )
+    legend = (
+        '<p><span class="badge pass">✓ holds</span> <span class="badge fail">✗ violated</span> '
+        '<span class="badge unknown">? undecided</span> — hover a cell for the checker\'s '
+        "summary, click a failing one for its case.</p>"
+    )
+    return (
+        "<h2>Boundary \u00d7 invariant</h2>"
+        f'<table class="matrix"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+        + legend
+    )
+
+
+def _coverage(report: Mapping[str, Any]) -> str:
+    entries = report.get("coverage") or []
+    s = report["summary"]
+    if not entries:
+        if not s["boundaries_uncovered"]:
+            return ""
+        entries = [
+            {"boundary": b, "covered": False, "hits_reached": 0, "description": ""}
+            for b in s["boundaries_uncovered"]
+        ]
+    chips = []
+    for e in entries:
+        if e["covered"]:
+            cls = "covered"
+        elif e.get("pending"):
+            cls = "pending"
+        elif e.get("planned", True):
+            cls = "uncovered"
+        else:
+            cls = "unplanned"
+        state = {
+            "covered": "crash landed",
+            "pending": "not run yet",
+            "uncovered": "never",
+            "unplanned": "not in this campaign's cases",
+        }[cls]
+        tip = escape(f"{e.get('description', '')} — {state}; reached {e['hits_reached']} time(s)")
+        chips.append(f'<span class="chip {cls}" title="{tip}">{escape(e["boundary"])}</span>')
+    gap = ""
+    if s["boundaries_uncovered"]:
+        gap = (
+            "<p><b>Coverage gap:</b> no crash landed on "
+            + ", ".join(f"<code>{escape(b)}</code>" for b in s["boundaries_uncovered"])
+            + "</p>"
+        )
+    return (
+        f"<h2>Coverage: {s['boundaries_covered']}/{s['boundaries_documented']} boundaries</h2>"
+        f'<div class="chips">{"".join(chips)}</div>{gap}'
+    )
+
+
+def _case(
+    report: Mapping[str, Any],
+    case: Mapping[str, Any],
+    svg_cache: MutableMapping[str, str] | None,
+) -> str:
+    from harness.reports._svg import timeline_svg
+    from harness.reports._timeline import synthesize
+
+    verdict = case["verdict"]
+    out = [
+        f'<section class="case {verdict}" id="{_anchor(case["id"])}">',
+        f"<h3><code>{escape(case['id'])}</code> "
+        f'<span class="badge {verdict}">{escape(verdict)}</span></h3><ul>',
+    ]
+    for name, inv in case["invariants"].items():
+        if inv["status"] != "pass":
+            out.append(
+                f"<li><b>{escape(name)}</b> ({escape(inv['status'])}): "
+                f"{escape(inv['summary'])}</li>"
+            )
+    out.append(f"<li>provider: {escape(effects_line(case))}</li>")
+    out += [f"<li>note: {escape(n)}</li>" for n in case["notes"]]
+    out.append("</ul>")
+    timeline: list[Mapping[str, Any]] = list(case.get("timeline") or [])
+    recorded = bool(timeline)
+    events = timeline if recorded else synthesize(case)
+    key = f"{case['id']}:{len(events)}:{events[-1]['t'] if events else 0}:{recorded}"
+    svg = svg_cache.get(key) if svg_cache is not None else None
+    if svg is None:
+        failing = [n for n, r in case["invariants"].items() if r["status"] != "pass"]
+        title = f"{case['id']}: {verdict}" + (f" ({', '.join(failing)})" if failing else "")
+        svg = timeline_svg(events, title=title, salt=_anchor(case["id"]))
+        if svg_cache is not None:
+            svg_cache[key] = svg
+    caption = (
+        "Timeline from the case's trace, provider log and ledger audit trail."
+        if recorded
+        else "Coarse timeline from the worker records (the trace was not kept)."
+    )
+    out.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
+    out.append(_workers(case))
+    evidence = {n: r["evidence"] for n, r in case["invariants"].items() if r["status"] != "pass"}
+    if any(evidence.values()):
+        out.append(
+            "<details><summary>evidence (JSON)</summary><pre><code>"
+            + escape(json.dumps(evidence, indent=2, sort_keys=True, default=str))
+            + "</code></pre></details>"
+        )
+    if recorded:
+        rows = "".join(
+            f'<tr><td class="num">{float(ev["t"]) * 1000:.1f}</td><td>{escape(str(ev["lane"]))}'
+            f"</td><td>{escape(str(ev['kind']))}</td><td>{escape(str(ev['label']))}</td></tr>"
+            for ev in events
+            if ev["kind"] != "hit"
+        )
+        out.append(
+            "<details><summary>timeline events (without plain boundary hits)</summary>"
+            "<table><tr><th>ms</th><th>lane</th><th>kind</th><th>what</th></tr>"
+            f"{rows}</table></details>"
+        )
+    out.append(f"<p>Replay:</p><pre><code>{escape(case['replay'])}</code></pre>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _workers(case: Mapping[str, Any]) -> str:
+    rows = []
+    for w in case.get("workers", []):
+        where = f"{w['boundary']}#{w['hit']}" if w.get("boundary") else ""
+        how = w.get("signal") or (w.get("exit_code") if w.get("exit_code") is not None else "")
+        rows.append(
+            f"<tr><td>{escape(str(w['worker']))}</td><td>{w['pid']}</td>"
+            f"<td>{escape(str(w['outcome']))}</td><td>{escape(where)}</td>"
+            f"<td>{escape(str(how))}</td>"
+            f'<td class="num">{float(w["duration_s"]):.3f}s</td></tr>'
+        )
+        tail = w.get("stack_dump") or (
+            w["stderr_tail"] if w["outcome"] in ("died", "hung", "killed_unplanned") else ""
+        )
+        if tail:
+            rows.append(
+                f'<tr><td colspan="6"><details><summary>{escape(str(w["worker"]))} stderr'
+                f"</summary><pre><code>{escape(tail)}</code></pre></details></td></tr>"
+            )
+    return (
+        "<table><tr><th>worker</th><th>pid</th><th>outcome</th><th>killed at</th>"
+        f"<th>signal / exit</th><th>ran</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _determinism(report: Mapping[str, Any]) -> str:
+    entries = report.get("determinism") or []
+    if not entries:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{escape(d['case'])}</code></td><td>{escape(d['first'])}</td>"
+        f"<td>{escape(d['rerun'])}</td><td>{'same' if d['agree'] else '<b>differs</b>'}</td></tr>"
+        for d in entries
+    )
+    return (
+        "<h2>Determinism sample</h2><table><tr><th>case</th><th>first run</th><th>rerun</th>"
+        f"<th>verdict</th></tr>{rows}</table>"
+    )

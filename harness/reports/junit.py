@@ -1,0 +1,142 @@
+"""JUnit XML: one ``<testcase>`` per case, so any CI lists crash cases like unit tests.
+
+``classname`` is the system under test, ``name`` the case (``baseline`` or
+``fault@boundary#hit``). A violated invariant is a ``<failure>`` whose ``type`` is the
+invariant and whose text carries its evidence as compact JSON; an undecided case is an
+``<error>`` with the reason; a planned case that a partial report never reached is
+``<skipped>``; a documented boundary no crash landed on is one more failing testcase.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from harness.reports._common import case_where, compact, effects_line, workers_line
+
+EVIDENCE_CHARS = 20_000
+#: characters XML 1.0 cannot carry (a worker's stderr may hold any byte)
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _safe(root: ET.Element) -> None:
+    for el in root.iter():
+        if el.text:
+            el.text = _NOT_XML.sub("\ufffd", el.text)
+        for key, value in el.attrib.items():
+            el.set(key, _NOT_XML.sub("\ufffd", value))
+
+
+def render_junit(report: Mapping[str, Any]) -> str:
+    system = str(report["system"])
+    suite_name = f"crash-harness {system} ({report['database']}, seed {report['seed']})"
+    suite = ET.Element("testsuite", name=suite_name)
+    props = ET.SubElement(suite, "properties")
+    for key in ("seed", "system", "database", "expected_violation", "schema", "partial"):
+        if report.get(key) is not None:
+            ET.SubElement(props, "property", name=key, value=str(report[key]))
+    ET.SubElement(props, "property", name="version", value=str(report["tool"]["version"]))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for case in report["cases"]:
+        counts["tests"] += 1
+        tc = ET.SubElement(
+            suite,
+            "testcase",
+            classname=system,
+            name=str(case["id"]),
+            time=f"{float(case['duration_s']):.3f}",
+        )
+        _fill(tc, case, counts)
+    done = {c["id"] for c in report["cases"]}
+    for case_id in report.get("plan", {}).get("cases", []):
+        if case_id in done:
+            continue
+        counts["tests"] += 1
+        counts["skipped"] += 1
+        tc = ET.SubElement(suite, "testcase", classname=system, name=str(case_id), time="0")
+        ET.SubElement(tc, "skipped", message="not run: the campaign stopped before this case")
+    uncovered = report["summary"].get("boundaries_uncovered") or []
+    if uncovered:
+        counts["tests"] += 1
+        counts["failures"] += 1
+        tc = ET.SubElement(suite, "testcase", classname=system, name="boundary coverage", time="0")
+        failure = ET.SubElement(
+            tc,
+            "failure",
+            type="coverage_gap",
+            message="no crash landed on: " + ", ".join(uncovered),
+        )
+        failure.text = compact({"boundaries_uncovered": uncovered})
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("time", f"{float(report.get('duration_s', 0.0)):.3f}")
+    suite.set("timestamp", _iso(report.get("started_at")))
+    root = ET.Element("testsuites", name="crash-harness")
+    for key, value in counts.items():
+        root.set(key, str(value))
+    root.set("time", suite.get("time", "0"))
+    root.append(suite)
+    _safe(root)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int]) -> None:
+    failed = {n: r for n, r in case["invariants"].items() if r["status"] == "fail"}
+    unknown = {n: r for n, r in case["invariants"].items() if r["status"] == "unknown"}
+    if case["verdict"] == "fail":
+        counts["failures"] += 1
+        names = list(failed) or ["verdict"]
+        message = "; ".join(f"{n}: {r['summary']}" for n, r in failed.items()) or "case failed"
+        failure = ET.SubElement(tc, "failure", type=",".join(names), message=message)
+        failure.text = _evidence_text(failed, unknown, case)
+    elif case["verdict"] == "unknown":
+        counts["errors"] += 1
+        reasons = [f"{n}: {r['summary']}" for n, r in unknown.items()] + list(case["notes"])
+        error = ET.SubElement(
+            tc,
+            "error",
+            type="inconclusive",
+            message="; ".join(reasons) or "the case could not be decided",
+        )
+        error.text = _evidence_text({}, unknown, case)
+    out = [f"case: {case['id']} ({case_where(case)})", f"replay: {case['replay']}"]
+    out.append(f"workers: {workers_line(case)}")
+    out.append(f"provider: {effects_line(case)}")
+    out += [f"note: {n}" for n in case["notes"]]
+    ET.SubElement(tc, "system-out").text = "\n".join(out) + "\n"
+    tails = [
+        f"--- {w['worker']} (pid {w['pid']}, {w['outcome']})\n"
+        + (w.get("stack_dump") or w["stderr_tail"])
+        for w in case.get("workers", [])
+        if w.get("stack_dump")
+        or (w["outcome"] in ("died", "hung", "killed_unplanned") and w["stderr_tail"])
+    ]
+    if tails:
+        ET.SubElement(tc, "system-err").text = "\n".join(tails)
+
+
+def _evidence_text(
+    failed: Mapping[str, Any], unknown: Mapping[str, Any], case: Mapping[str, Any]
+) -> str:
+    lines = []
+    for name, r in failed.items():
+        lines.append(f"{name} (fail): {r['summary']}")
+        lines.append(f"evidence: {compact(r['evidence'], limit=EVIDENCE_CHARS)}")
+    for name, r in unknown.items():
+        lines.append(f"{name} (unknown): {r['summary']}")
+        lines.append(f"evidence: {compact(r['evidence'], limit=EVIDENCE_CHARS)}")
+    lines += [f"note: {n}" for n in case["notes"]]
+    lines.append(f"replay: {case['replay']}")
+    return "\n".join(lines) + "\n"
+
+
+def _iso(ts: Any) -> str:
+    try:
+        moment = dt.datetime.fromtimestamp(float(ts), tz=dt.UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        moment = dt.datetime.now(tz=dt.UTC)
+    return moment.replace(tzinfo=None).isoformat(timespec="seconds")

@@ -1,0 +1,165 @@
+"""Markdown for a CI step summary: verdict first, then the matrix, the failures, coverage.
+
+``cat reports/report.md >> "$GITHUB_STEP_SUMMARY"``. Evidence is cut so a large campaign stays
+well under a step summary's size limit; the JSON keeps all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.reports._common import (
+    SYMBOL,
+    case_where,
+    compact,
+    effects_line,
+    headline,
+    invariant_names,
+    not_passing,
+    partial_note,
+    workers_line,
+)
+
+_ICON = {"fail": "❌", "unknown": "⚠️", "gap": "❌", "pass": "✅", "partial": "⏸️"}
+#: failing cases shown in full; the rest are listed by id (the JSON and HTML have them all)
+MAX_DETAILED = 25
+#: evidence per invariant, as one line of compact JSON
+EVIDENCE_CHARS = 600
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    s = report["summary"]
+    level, sentence = headline(report)
+    lines = [f"# crash-harness report: `{report['system']}` on {report['database']}", ""]
+    note = partial_note(report)
+    if note:
+        lines += [f"> ⏸️ **{note}**", ""]
+    lines += [f"{_ICON[level]} **{sentence}**", ""]
+    if s["invariants_violated"]:
+        lines += [
+            "Invariants violated: " + ", ".join(f"`{n}`" for n in s["invariants_violated"]),
+            "",
+        ]
+    meta = [
+        f"seed `{report['seed']}`",
+        f"{s['cases']} case(s)"
+        + (f" in {report['duration_s']:.1f}s" if "duration_s" in report else ""),
+        f"boundaries covered {s['boundaries_covered']}/{s['boundaries_documented']}",
+        f"crash-harness {report['tool']['version']}",
+        f"schema `{report['schema']}`",
+    ]
+    if report.get("expected_violation"):
+        meta.insert(1, f"expected to break `{report['expected_violation']}`")
+    lines += [" · ".join(meta), ""]
+    lines += _matrix(report)
+    bad = not_passing(report)
+    if bad:
+        lines += [f"## Cases that did not pass ({len(bad)})", ""]
+    for case in bad[:MAX_DETAILED]:
+        lines += _case(case)
+    if len(bad) > MAX_DETAILED:
+        rest = ", ".join(f"`{c['id']}`" for c in bad[MAX_DETAILED:])
+        lines += [f"Also not passing (details in report.json / report.html): {rest}", ""]
+    lines += _coverage(report)
+    lines += _determinism(report)
+    if report.get("replay"):
+        lines += ["## Rerun the campaign", "", "```sh", report["replay"], "```", ""]
+    return "\n".join(lines)
+
+
+def _matrix(report: Mapping[str, Any]) -> list[str]:
+    names = invariant_names(report)
+    lines = [
+        "## Boundary \u00d7 invariant",
+        "",
+        "| boundary | verdict | " + " | ".join(names) + " | accepted/intended | time |",
+        "|---|---|" + "---|" * len(names) + "---|---:|",
+    ]
+    for case in report["cases"]:
+        where = case_where(case)
+        if case["fault"] not in ("none", "crash"):
+            where = f"{case['fault']}@{where}"
+        cells = [SYMBOL[case["invariants"].get(n, {}).get("status")] for n in names]
+        fx = case["effects"]
+        lines.append(
+            f"| `{where}` | {SYMBOL[case['verdict']]} {case['verdict']} | "
+            + " | ".join(cells)
+            + f" | {fx['accepted']}/{fx['intended']} | {float(case['duration_s']):.2f}s |"
+        )
+    lines += ["", "✅ holds · ❌ violated · ⚠️ could not decide · - not checked", ""]
+    return lines
+
+
+def _case(case: Mapping[str, Any]) -> list[str]:
+    lines = [f"### {SYMBOL[case['verdict']]} `{case['id']}`: {case['verdict']}", ""]
+    for name, inv in case["invariants"].items():
+        if inv["status"] != "pass":
+            lines.append(f"- **{name}** ({inv['status']}): {inv['summary']}")
+    lines.append(f"- workers: {workers_line(case)}")
+    lines.append(f"- provider: {effects_line(case)}")
+    for note in case["notes"]:
+        lines.append(f"- note: {note}")
+    lines.append("")
+    evidence = {
+        n: inv["evidence"]
+        for n, inv in case["invariants"].items()
+        if inv["status"] != "pass" and inv["evidence"]
+    }
+    if evidence:
+        lines += ["<details><summary>evidence</summary>", "", "```"]
+        lines += [f"{n}: {compact(ev, limit=EVIDENCE_CHARS)}" for n, ev in evidence.items()]
+        lines += ["```", "", "</details>", ""]
+    lines += ["Replay:", "", "```sh", case["replay"], "```", ""]
+    return lines
+
+
+def _coverage(report: Mapping[str, Any]) -> list[str]:
+    s = report["summary"]
+    lines: list[str] = []
+    entries = report.get("coverage")
+    if entries:
+        lines += [
+            f"## Coverage: {s['boundaries_covered']}/{s['boundaries_documented']} boundaries",
+            "",
+            "| boundary | crash landed | hits reached | where |",
+            "|---|---|---:|---|",
+        ]
+        for e in entries:
+            if e["covered"]:
+                landed = "✅"
+            elif e.get("pending"):
+                landed = "⏸️ not run yet"
+            elif e.get("planned", True):
+                landed = "❌ never"
+            else:
+                landed = "- not in this campaign"
+            lines.append(
+                f"| `{e['boundary']}` | {landed} | {e['hits_reached']} | "
+                f"{_cell(e.get('description', ''))} |"
+            )
+        lines.append("")
+    if s["boundaries_uncovered"]:
+        lines += [
+            "### Coverage gap",
+            "",
+            "No crash landed on: " + ", ".join(f"`{b}`" for b in s["boundaries_uncovered"]),
+            "",
+        ]
+    return lines
+
+
+def _determinism(report: Mapping[str, Any]) -> list[str]:
+    entries = report.get("determinism") or []
+    if not entries:
+        return []
+    lines = ["## Determinism sample", "", "| case | first | rerun | same |", "|---|---|---|---|"]
+    for d in entries:
+        lines.append(
+            f"| `{d['case']}` | {d['first']} | {d['rerun']} | {'✅' if d['agree'] else '❌'} |"
+        )
+    return [*lines, ""]

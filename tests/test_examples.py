@@ -1,0 +1,153 @@
+"""The examples, certified: the asyncio worker's buggy variant is caught and its fix passes,
+and the outbox worker, copied into an empty directory with a fresh virtualenv, fails its
+pytest run with a readable ``exactly_once_effect`` message and a replay command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
+from harness.errors import ExitStatus
+from harness.invariants import Status
+from harness.systems import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+BUGGY = "examples.asyncio_worker.buggy:SYSTEM"
+FIXED = "examples.asyncio_worker.fixed:SYSTEM"
+
+
+def _run(
+    system: str, cases: list[str] | None, db_url: str | None, tmp_path: Path
+) -> list[CaseResult]:
+    settings = CampaignSettings(
+        system=resolve(system),
+        seed=3,
+        db_url=db_url,
+        cases=[CaseSpec.parse(c) for c in cases] if cases is not None else None,
+        workdir=tmp_path,
+    )
+    return run_campaign(settings).cases
+
+
+def test_buggy_asyncio_worker_drops_tasks_and_liveness_fires(
+    db_url: str | None, tmp_path: Path
+) -> None:
+    """Fire-and-forget tasks vanish in a collection; the watchdog flags it; liveness fails."""
+    (case,) = _run(BUGGY, ["task_never_started"], db_url, tmp_path)
+    assert case.verdict is Status.FAIL
+    assert case.invariants["liveness"].status is Status.FAIL, case.invariants["liveness"]
+    failed = {n for n, c in case.invariants.items() if c.status is Status.FAIL}
+    assert failed == {"liveness"}
+    assert case.accepted == case.intended  # a fresh worker finished the job afterwards
+
+
+def test_fixed_asyncio_worker_keeps_its_tasks(db_url: str | None, tmp_path: Path) -> None:
+    """Held tasks survive the same collection: every invariant holds."""
+    (case,) = _run(FIXED, ["task_never_started"], db_url, tmp_path)
+    assert case.verdict is Status.PASS, {
+        n: c.summary for n, c in case.invariants.items() if c.status is not Status.PASS
+    }
+    assert len(case.workers) == 1  # nothing went overdue, nobody was replaced
+
+
+def test_fixed_asyncio_worker_certifies_at_every_boundary(tmp_path: Path) -> None:
+    """Baseline plus a crash at the first hit of each declared boundary: all pass, all hit."""
+    cases = _run(FIXED, None, None, tmp_path)
+    assert [c.verdict for c in cases] == [Status.PASS] * len(cases)
+    crashed = {c.spec.boundary for c in cases if c.crash_fired}
+    assert crashed == set(resolve(FIXED).boundaries)
+
+
+@pytest.mark.parametrize(("system", "status"), [(BUGGY, 1), (FIXED, 0)])
+def test_examples_run_through_the_import_path_route(
+    system: str, status: int, tmp_path: Path
+) -> None:
+    """``--system examples.asyncio_worker.{buggy,fixed}:SYSTEM`` from the command line."""
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "harness", "certify", "--system", system, "--seed", "3"),
+            *("--case", "task_never_started", "--report-dir", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == ExitStatus(status), proc.stdout + proc.stderr
+    if status:
+        assert "FAIL task_never_started" in proc.stdout
+        assert "liveness" in proc.stdout
+        assert f"replay: crash-harness certify --system {system}" in proc.stdout
+
+
+_TEST_FILE = '''\
+import pytest
+
+
+@pytest.mark.crash_sweep("outbox.toml")
+def test_outbox_survives_crashes():
+    """Crash the outbox worker at every boundary hit; count what the provider received."""
+'''
+
+
+def test_outbox_example_fails_in_an_empty_directory(tmp_path: Path) -> None:
+    """A fresh venv, the ten-line worker, a nine-line scenario, ``pytest``: a readable
+    ``exactly_once_effect`` failure with its replay command."""
+    source = tmp_path / "crash-harness-src"
+    source.mkdir()
+    for name in ("harness", "fake_providers"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    venv = tmp_path / "venv"
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(source), "pytest"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    installed_in = time.monotonic() - started
+
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(EXAMPLES / "outbox" / "outbox_worker.py", project)
+    shutil.copy(EXAMPLES / "outbox" / "outbox.toml", project)
+    (project / "test_outbox.py").write_text(_TEST_FILE)
+    assert len((project / "outbox.toml").read_text().splitlines()) <= 10
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    proc = subprocess.run(
+        [str(venv / "bin" / "pytest"), "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout
+    assert proc.returncode == pytest.ExitCode.TESTS_FAILED, out + proc.stderr
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import harness; print(harness.__file__)"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert where.startswith(str(venv)), where  # the fresh venv's own copy ran, not ours
+    assert "crash-harness: sweep of " in out
+    assert "broken: exactly_once_effect" in out
+    assert "exactly_once_effect: 1 destination(s) received more than one effect" in out
+    assert "replay: crash-harness replay " in out
+    assert "Traceback" not in out
+    print(f"fresh venv install took {installed_in:.1f}s")

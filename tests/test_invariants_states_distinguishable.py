@@ -1,0 +1,151 @@
+"""``states_distinguishable`` on hand-built evidence: pass, fail, unknown."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from harness.invariants import (
+    CHECKERS,
+    AuditRow,
+    DeliveryRow,
+    EffectRow,
+    LedgerSnapshot,
+    Observation,
+    Status,
+    run_checker,
+)
+from harness.names import DELIVERY_STATES
+
+NAME = "states_distinguishable"
+
+
+def _row(dest: str, status: str, last_error: str | None = None) -> DeliveryRow:
+    return DeliveryRow(
+        delivery_id=f"dlv_{dest}",
+        run_id="r1",
+        destination=dest,
+        delivery_status=status,
+        idempotency_key=f"ik-dlv_{dest}",
+        last_error=last_error,
+    )
+
+
+def _eff(seq: int, dest: str, outcome: str = "fresh", fault: str | None = None) -> EffectRow:
+    return EffectRow(
+        seq=seq,
+        destination=dest,
+        run_id="r1",
+        delivery_id=f"dlv_{dest}",
+        idempotency_key=f"ik-dlv_{dest}",
+        outcome=outcome,
+        fault=fault,
+        received_at=10.0 + seq,
+    )
+
+
+def _obs(
+    rows: list[DeliveryRow],
+    effects: list[EffectRow],
+    *,
+    counts: dict[str, int] | None = None,
+    audit: tuple[AuditRow, ...] = (),
+) -> Observation:
+    ledger = LedgerSnapshot(
+        committed_runs=frozenset({"r1"}),
+        frozen_destinations={"r1": tuple(r.destination for r in rows)},
+        deliveries=tuple(rows),
+        queue=frozenset(),
+        audit=audit,
+        state_counts=dict(Counter(r.delivery_status for r in rows)) if counts is None else counts,
+    )
+    return Observation(intended={"r1": ()}, ledger=ledger, effects=tuple(effects))
+
+
+ALL_SIX = [
+    _row("p", "pending"),
+    _row("c", "claimed"),
+    _row("d", "delivered"),
+    _row("f", "failed", last_error="HTTP 400: bad destination"),
+    _row("u", "unknown", last_error="ReadTimeout"),
+    _row("r", "review", last_error="key window passed; resend unsafe"),
+]
+
+
+def test_six_states_each_queryable_and_agreeing_with_the_rows() -> None:
+    """Rows in all six documented states, the operator's counts agreeing: pass, counts shown."""
+    effects = [_eff(1, "d"), _eff(2, "u", fault="accept_then_drop")]
+    result = run_checker(NAME, CHECKERS[NAME], _obs(ALL_SIX, effects))
+    assert result.status is Status.PASS, result
+    assert result.evidence["states"] == dict.fromkeys(DELIVERY_STATES, 1)
+    assert result.evidence["operator_view"]["query"] == "GROUP BY delivery_status"
+
+
+def test_ambiguous_outcome_recorded_failed_is_flagged_with_the_effect() -> None:
+    """A delivery whose only accepted effect lost its reply, recorded failed, fails."""
+    rows = [_row("a", "failed", last_error="ConnectionError")]
+    result = CHECKERS[NAME](_obs(rows, [_eff(7, "a", fault="accept_then_drop")]))
+    assert result.status is Status.FAIL
+    (problem,) = result.evidence["problems"]
+    assert "ambiguous" in problem["problem"]
+    assert problem["accepted_effect"]["seq"] == 7
+    assert problem["accepted_effect"]["fault"] == "accept_then_drop"
+
+
+def test_failed_after_a_later_answer_or_a_reconcile_is_not_ambiguous() -> None:
+    """If a later request got an answer, or a lookup reconciled it, the outcome was known."""
+    rows = [_row("a", "failed", last_error="x"), _row("b", "failed", last_error="y")]
+    effects = [
+        _eff(1, "a", fault="accept_then_drop"),
+        _eff(2, "a", outcome="deduplicated"),
+        _eff(3, "b", fault="accept_then_drop"),
+    ]
+    audit = (AuditRow(1, "dlv_b", "r1", "reconciled", "w2"),)
+    assert CHECKERS[NAME](_obs(rows, effects, audit=audit)).status is Status.PASS
+
+
+def test_undocumented_duplicated_unexplained_or_miscounted_states_fail() -> None:
+    """An undocumented state, one delivery in two rows, a failed row without a reason and an
+    operator count that disagrees with the rows are each named."""
+    rows = [
+        _row("a", "done"),
+        _row("b", "pending"),
+        _row("b", "delivered"),
+        _row("c", "failed"),
+    ]
+    counts = {"done": 1, "pending": 1, "delivered": 1, "failed": 0}
+    result = CHECKERS[NAME](_obs(rows, [], counts=counts))
+    assert result.status is Status.FAIL
+    kinds = [p["problem"] for p in result.evidence["problems"]]
+    assert "undocumented state" in kinds
+    assert any("more than one row" in k for k in kinds)
+    assert any("without a reason" in k for k in kinds)
+    assert any("disagrees" in k for k in kinds)
+
+
+def test_missing_evidence_is_unknown() -> None:
+    """No ledger or no effect log: unknown, never pass."""
+    obs = _obs(ALL_SIX, [])
+    for broken in (replace(obs, ledger=None), replace(obs, effects=None)):
+        result = run_checker(NAME, CHECKERS[NAME], broken)
+        assert result.status is Status.UNKNOWN
+        assert "could not be read" in result.summary
+
+
+def test_without_the_operator_query_the_rows_still_decide() -> None:
+    """A ledger adapter that does not run the count query is judged on its rows, and says so."""
+    obs = _obs(ALL_SIX, [])
+    assert obs.ledger is not None
+    result = CHECKERS[NAME](replace(obs, ledger=replace(obs.ledger, state_counts=None)))
+    assert result.status is Status.PASS
+    assert "not run" in result.evidence["operator_view"]["query"]
+
+
+def test_a_raise_inside_the_checker_is_unknown() -> None:
+    """Malformed rows that make the checker raise yield unknown with the traceback."""
+    obs = _obs(ALL_SIX, [])
+    assert obs.ledger is not None
+    broken = replace(obs, ledger=replace(obs.ledger, deliveries=(None,)))  # type: ignore[arg-type]
+    result = run_checker(NAME, CHECKERS[NAME], broken)
+    assert result.status is Status.UNKNOWN
+    assert "AttributeError" in result.evidence["traceback"]

@@ -1,0 +1,120 @@
+"""Scenario files: every built-in loads and validates; errors name file, line and key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import scenario as scenario_mod
+from harness.campaign import validate_cases
+from harness.errors import BadInputError
+from harness.names import BOUNDARIES
+from harness.systems import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("path", scenario_mod.builtin_paths(), ids=lambda p: p.stem)
+def test_every_builtin_scenario_is_valid(path: Path) -> None:
+    """Each built-in loads, names a real system, and its cases use known faults and places."""
+    sc = scenario_mod.load(path)
+    validate_cases(resolve(sc.system), list(sc.cases))
+
+
+def test_builtins_cover_every_boundary_and_fault() -> None:
+    """Some built-in scenario crashes at each SPEC boundary and uses each fault we implement."""
+    from harness.faults import FAULTS
+
+    loaded = [scenario_mod.load(p) for p in scenario_mod.builtin_paths()]
+    boundaries = {s.boundary for sc in loaded for c in sc.cases for s in c.steps if s.boundary}
+    faults = {s.fault for sc in loaded for c in sc.cases for s in c.steps}
+    assert set(BOUNDARIES) <= boundaries
+    assert set(FAULTS) <= faults
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mine.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[scenario]\nsystem = "reference"\n[workloda]\nruns = 1\n',
+            r"mine.toml:3: \[workloda\] unknown table; did you mean \[workload\]\?",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n\n[workload]\nrusn = 2\n',
+            r"mine.toml:5: \[workload.rusn\] unknown key; did you mean 'runs'\?",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[workload]\nruns = "three"\n',
+            r"mine.toml:4: \[workload.runs\] expected int, got 'three'",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[cases]\nmode = "list"\nlist = ["crash@x"]\n',
+            r"mine.toml:5: \[cases.list\] case step 'crash@x'",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[expect]\nviolation = "exactly_once"\n',
+            r"mine.toml:4: \[expect.violation\] unknown invariant 'exactly_once'",
+        ),
+        ("[scenario]\nname = 'x'\n", r"mine.toml:1: \[scenario\] missing key 'system'"),
+        ("[scenario\n", r"mine.toml: not valid TOML"),
+    ],
+)
+def test_malformed_scenarios_name_file_line_and_key(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """Each kind of mistake is reported with where it is and what was expected."""
+    with pytest.raises(BadInputError, match=expected):
+        scenario_mod.load(_write(tmp_path, text))
+
+
+def test_users_scenarios_folder_never_shadows_builtins(tmp_path: Path) -> None:
+    """A scenarios/ folder in the user's repo with a same-named file is not loaded by name."""
+    own = tmp_path / "scenarios"
+    own.mkdir()
+    (own / "reference-certify.toml").write_text("this is not toml [")
+    cwd = Path.cwd()
+    try:
+        os.chdir(tmp_path)
+        found = scenario_mod.resolve_path("reference-certify")
+        assert found.parent.resolve() == scenario_mod.builtin_dir().resolve()
+        assert scenario_mod.load(found).system == "reference"
+        with pytest.raises(BadInputError, match="not valid TOML"):
+            scenario_mod.load(scenario_mod.resolve_path("scenarios/reference-certify.toml"))
+    finally:
+        os.chdir(cwd)
+
+
+def test_unknown_scenario_name_suggests_builtins() -> None:
+    """A mistyped built-in name gets a suggestion."""
+    with pytest.raises(BadInputError, match="did you mean reference-certify"):
+        scenario_mod.resolve_path("reference-certfy")
+
+
+def test_scenarios_check_command_reports_each_file(tmp_path: Path) -> None:
+    """`scenarios check` exits 2 and names the bad file; good files are ok."""
+    bad = _write(
+        tmp_path, '[scenario]\nsystem = "reference"\n[cases]\nlist = ["crash@nowhere#1"]\n'
+    )
+    good = scenario_mod.builtin_dir() / "fault-clock-jump.toml"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "scenarios", "check", str(good), str(bad)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert f"ok    {good}" in proc.stdout
+    assert "unknown boundary 'nowhere'" in proc.stderr
