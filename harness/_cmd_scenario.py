@@ -37,6 +37,8 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
         provider_window_s=scenario.provider_window_s,
         worker_overrides=dict(scenario.worker_overrides),
         replay_prefix=["crash-harness", "replay", name],
+        provider_preset=scenario.provider_preset,
+        provider_options=dict(scenario.provider_options),
     )
 
 

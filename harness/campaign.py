@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from harness.clock import SharedClock
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
+from harness.reference import adapters
 from harness.schedule import CaseSpec, Step
 from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.systems import System
@@ -113,6 +114,10 @@ class CampaignSettings:
     replay_prefix: list[str] | None = None
     #: cases run in parallel on this many cores (each job its own provider and work dir)
     jobs: int = 1
+    #: the fake provider preset the campaign runs against (``harness.reference.adapters``)
+    provider_preset: str = "payments"
+    #: the preset's per-instance options (``docs/providers.md``), e.g. strip_metadata
+    provider_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -197,6 +202,9 @@ class Campaign:
     """One provider process and one supervisor, shared by every case run through it."""
 
     def __init__(self, settings: CampaignSettings) -> None:
+        #: as the caller gave them; ``settings`` becomes this campaign's own copy once its
+        #: provider is up (parallel jobs start from these, with providers of their own)
+        self.given_settings = settings
         self.settings = settings
         if settings.db_url is not None and settings.db_url.startswith("postgresql"):
             _db.check_reachable(settings.db_url)
@@ -213,13 +221,19 @@ class Campaign:
 
     def __enter__(self) -> Campaign:
         try:
+            preset = self.settings.provider_preset
+            if self.settings.provider_window_s is not None and not adapters.takes_window(preset):
+                raise BadInputError(f"preset {preset!r} has no dedupe window (window_s)")
             self.provider = self._stack.enter_context(
                 ProviderProcess.start(
                     log_path=self.workdir / "provider-effects.sqlite",
+                    preset=preset,
                     credentials={"worker": (self.secret, ["*"])},
                     window_s=self.settings.provider_window_s,
+                    options=self.settings.provider_options,
                 )
             )
+            self._speak_preset(preset, self.provider)
             self.supervisor = self._stack.enter_context(Supervisor(workdir=self.workdir))
         except BaseException:
             self._stack.close()
@@ -228,6 +242,37 @@ class Campaign:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def _speak_preset(self, preset: str, provider: ProviderProcess) -> None:
+        """Tell the workers which API they speak, and restate faults in the preset's terms.
+
+        Only this campaign's copy of the settings changes (the caller's object is untouched):
+        the workers get ``provider_preset``/``provider_smtp_port`` (and queue-fifo's 5-minute
+        window unless the scenario set one); SMTP gets its fault rules as SMTP reply codes.
+        """
+        extra: dict[str, Any] = {
+            "provider_preset": preset,
+            "provider_smtp_port": provider.smtp_port,
+        }
+        window = adapters.default_window_s(preset)
+        settings = self.settings
+        if (
+            preset != "payments"
+            and window is not None
+            and settings.provider_window_s is None
+            and "key_window_s" not in settings.worker_overrides
+        ):
+            extra["key_window_s"] = window
+        faults = settings.provider_faults
+        self.settings = replace(
+            settings,
+            worker_overrides={**extra, **settings.worker_overrides},
+            provider_faults=None if faults is None else adapters.campaign_faults(preset, faults),
+        )
+        self.workload = replace(
+            self.workload,
+            provider_faults=adapters.campaign_faults(preset, self.workload.provider_faults),
+        )
 
     def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult:
         assert self.provider is not None, "use `with Campaign(...)`"
@@ -356,7 +401,7 @@ def run_case(
             max_attempts=base_config.max_attempts,
             lease_s=base_config.lease_s,
             credential_scopes={"worker": ("*",)},
-            provider_lookup=True,
+            provider_lookup=adapters.has_lookup(settings.provider_preset),
         )
         events = trace_store.read(ctx.trace_path)
         observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)

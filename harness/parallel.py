@@ -62,7 +62,7 @@ def run_cases(
         for job in range(jobs):
             chunk = cases[job::jobs]
             job_settings = replace(
-                campaign.settings,
+                campaign.given_settings,
                 workdir=campaign.workdir / f"job-{job + 1}",
                 keep_workdir=True,
             )

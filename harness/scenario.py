@@ -25,7 +25,12 @@ from harness.schedule import CaseSpec
 _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "scenario": {"name": (str,), "description": (str,), "system": (str,), "seed": (int,)},
     "workload": {"runs": (int,), "destinations_per_topic": (int,)},
-    "provider": {"preset": (str,), "faults": (list,), "window_s": (int, float)},
+    "provider": {
+        "preset": (str,),
+        "faults": (list,),
+        "window_s": (int, float),
+        "options": (dict,),
+    },
     "worker": {
         "lease_s": (int, float),
         "retry_backoff_s": (list,),
@@ -38,7 +43,10 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "expect": {"hold": (str, list), "violation": (str,)},
 }
 _MODES = ("certify", "sweep", "list")
-_PRESETS = ("payments",)
+#: the presets the reference worker has an adapter for (``harness.reference.adapters``)
+_PRESETS = ("payments", "queue-fifo", "chat", "smtp")
+#: presets without a dedupe key, so without a window to set
+_KEYLESS = ("chat", "smtp")
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,8 @@ class Scenario:
     #: for a negative scenario: the invariant that must fire somewhere
     violation: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the preset's per-instance options (``[provider.options]``, e.g. strip_metadata)
+    provider_options: dict[str, Any] = field(default_factory=dict)
 
 
 class ScenarioError(BadInputError):
@@ -191,6 +201,18 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
             "preset",
             f"unknown preset {preset!r}; expected one of {', '.join(_PRESETS)}",
         )
+    if preset in _KEYLESS and "window_s" in provider:
+        raise _err(
+            path, text, "provider", "window_s", f"preset {preset!r} has no key, so no window"
+        )
+    options = dict(provider.get("options", {}))
+    if options:
+        from fake_providers._presets import get_preset
+
+        try:
+            get_preset(preset).resolve(options)
+        except Exception as exc:
+            raise _err(path, text, "provider", "options", str(exc)) from None
     faults: tuple[dict[str, Any], ...] | None = None
     if "faults" in provider:
         checked = []
@@ -276,4 +298,5 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         depth=depth,
         hold=hold,
         violation=violation,
+        provider_options=options,
     )

@@ -49,6 +49,10 @@ class WorkerConfig:
     watchdog_interval_s: float = 0.05
     #: how far past due (on the shared clock) a delivery must be to count as overdue
     liveness_grace_s: float = 1.0
+    #: which provider API the worker speaks (``harness.reference.adapters``)
+    provider_preset: str = "payments"
+    #: the provider's SMTP port (preset ``smtp`` only)
+    provider_smtp_port: int | None = None
 
     def clock(self) -> SharedClock:
         return SharedClock(self.clock_path)
@@ -75,6 +79,8 @@ class WorkerConfig:
             "delivery_mode": self.delivery_mode,
             "watchdog_interval_s": self.watchdog_interval_s,
             "liveness_grace_s": self.liveness_grace_s,
+            "provider_preset": self.provider_preset,
+            "provider_smtp_port": self.provider_smtp_port,
         }
         return {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
 
@@ -98,4 +104,6 @@ class WorkerConfig:
             delivery_mode=data.get("delivery_mode", "sync"),
             watchdog_interval_s=data.get("watchdog_interval_s", 0.05),
             liveness_grace_s=data.get("liveness_grace_s", 1.0),
+            provider_preset=data.get("provider_preset", "payments"),
+            provider_smtp_port=data.get("provider_smtp_port"),
         )

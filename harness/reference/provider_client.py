@@ -35,6 +35,9 @@ class Lookup:
     found: bool
     provider_message_id: str | None = None
     error: str | None = None
+    #: False when nothing was (or could be) inspected: "not found" then only means "unknown",
+    #: and a resend is safe only inside the key's dedupe window (queue-fifo)
+    conclusive: bool = True
 
 
 class ProviderClient:
@@ -93,11 +96,19 @@ class ProviderClient:
         return Lookup(found=False, error=f"lookup answered {resp.status_code}")
 
 
-def classify(resp: requests.Response) -> SendResult:
-    """Map an HTTP answer to a decision (kept pure so it is unit-tested with ``responses``)."""
+def classify(resp: requests.Response, *, id_field: str = "id") -> SendResult:
+    """Map an HTTP answer to a decision (kept pure so it is unit-tested with ``responses``).
+
+    ``id_field`` names the provider's message id in a 2xx body (``id``, SQS's ``MessageId``,
+    Slack's ``ts``). A 2xx without it is still an acceptance the worker cannot name: unknown.
+    """
     code = resp.status_code
     if 200 <= code < 300:
-        return SendResult(Answer.ACCEPTED, provider_message_id=str(resp.json()["id"]))
+        try:
+            ident = resp.json()[id_field]
+        except (ValueError, KeyError, TypeError):
+            return SendResult(Answer.UNKNOWN, detail=f"HTTP {code} without {id_field!r}")
+        return SendResult(Answer.ACCEPTED, provider_message_id=str(ident))
     if code == 429 or code >= 500:
         retry_after = resp.headers.get("Retry-After")
         try:

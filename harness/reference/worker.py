@@ -8,7 +8,8 @@
 6. acknowledge, then remove the queue item (the ledger row stays forever).
 
 After a restart, a delivery that may already have reached the provider (an attempt was
-recorded) is reconciled by lookup *before* anything is resent, and a resend that would fall
+recorded) is reconciled *before* anything is resent (by lookup where the provider has one,
+else by finding the delivery's recognizer on the provider's surface; see ``adapters``), and a resend that would fall
 outside the key's dedupe window is not made: the delivery goes to ``review``.
 
 Mutants subclass this and override one method each, so each mistake reads as a diff.
@@ -17,13 +18,20 @@ Mutants subclass this and override one method each, so each mistake reads as a d
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from harness._boundary import boundary
 from harness.errors import LeaseLostError
 from harness.names import TERMINAL_STATES
+from harness.reference.adapters import (
+    ProviderAdapter,
+    ReconcileTarget,
+    effective_window_s,
+    make_adapter,
+)
 from harness.reference.async_delivery import AsyncDelivery, Watchdog
 from harness.reference.ledger import Claim, Ledger
-from harness.reference.provider_client import Answer, ProviderClient
+from harness.reference.provider_client import Answer
 from harness.reference.schema import RunRequest
 from harness.worker_config import WorkerConfig
 
@@ -37,13 +45,17 @@ class ReferenceWorker:
     step_id = "compose"
 
     def __init__(self, config: WorkerConfig) -> None:
+        # The ledger freezes the window the worker can rely on with each key (queue-fifo: at
+        # most SQS's 5 minutes, whatever the configured default says).
+        config = replace(
+            config,
+            key_window_s=effective_window_s(config.provider_preset, config.key_window_s),
+        )
         self.config = config
+        self.provider: ProviderAdapter = make_adapter(config)
         self.engine = config.db.engine()
         self.clock = config.clock()
         self.ledger = Ledger(self.engine, config, clock=self.clock.now)
-        self.provider = ProviderClient(
-            config.provider_url, config.credential_secret, timeout_s=config.request_timeout_s
-        )
 
     def run(self) -> None:
         watchdog = self.watchdog()
@@ -148,14 +160,31 @@ class ReferenceWorker:
     def within_window(self, claim: Claim) -> bool:
         if claim.first_attempt_at is None:
             return True
+        if self.provider.key_window_s is None:
+            # No key (chat, SMTP): no window makes a resend safe, only the surface inspection
+            # that ``deliver`` runs first; reaching here means it answered "not there".
+            return True
         # Leave room for the request itself: a resend must land inside the window.
         margin = self.config.request_timeout_s
         return self.clock.now() + margin < claim.first_attempt_at + claim.key_window_s
 
     def reconcile(self, claim: Claim) -> bool:
-        """Ask the provider whether an earlier attempt landed; True if that settled it."""
+        """Ask the provider whether an earlier attempt landed; True if that settled it.
+
+        The adapter looks the key up (payments), inspects the rendered surface for the
+        delivery's recognizer (chat thread, SMTP mailbox), or cannot ask at all (queue-fifo:
+        "not found" there only means the resend must stay inside the dedupe window).
+        """
         boundary("before_reconcile")
-        found = self.provider.lookup(self.key_for_attempt(claim, claim.attempt_count + 1))
+        found = self.provider.reconcile(
+            ReconcileTarget(
+                key=self.key_for_attempt(claim, claim.attempt_count + 1),
+                destination=claim.destination,
+                run_id=claim.run_id,
+                delivery_id=claim.delivery_id,
+                recognizer=claim.recognizer,
+            )
+        )
         if found.error is not None:
             self.ledger.persist_unknown(
                 claim, f"lookup failed: {found.error}", retry_in=self.config.backoff(1)
