@@ -13,7 +13,7 @@ What lives where:
 - ``harness.campaign`` and ``harness.report``: run cases, write reports; ``harness.cli``.
 """
 
-from harness._boundary import boundary
+from harness._boundary import boundary, note
 
-__all__ = ["boundary"]
+__all__ = ["boundary", "note"]
 __version__ = "0.1.0"

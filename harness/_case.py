@@ -8,7 +8,6 @@ action lands in the trace, and every fault works on SQLite and PostgreSQL alike.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import time
 from collections.abc import Callable
@@ -23,7 +22,14 @@ from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
 from harness.clock import SharedClock
-from harness.supervisor import OutcomeKind, Paused, RunningWorker, Supervisor, WorkerOutcome
+from harness.supervisor import (
+    OutcomeKind,
+    Paused,
+    RunningWorker,
+    Supervisor,
+    WorkerOutcome,
+    wait_readable,
+)
 from harness.systems import System
 from harness.worker_config import WorkerConfig
 from harness.workload import Workload
@@ -208,7 +214,6 @@ def _ended(worker: RunningWorker) -> bool:
     # a zombie (exited, not yet reaped) still answers kill(0); ask the pidfd instead
     fd = os.pidfd_open(worker.pid)
     try:
-        ready, _, _ = select.select([fd], [], [], 0)
-        return bool(ready)
+        return bool(wait_readable([fd], 0))
     finally:
         os.close(fd)

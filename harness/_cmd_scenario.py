@@ -76,7 +76,10 @@ def judge(scenario: Any, result: Any) -> tuple[int, str]:
         c
         for c in result.cases
         if any(
-            c.invariants[n].status is not Status.PASS for n in scenario.hold if n in c.invariants
+            c.invariants[n].status is not Status.PASS
+            and not c.invariants[n].summary.startswith("[not judged]")
+            for n in scenario.hold
+            if n in c.invariants
         )
         or any(w.outcome_is_anomaly for w in c.workers)
     ]

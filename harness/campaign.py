@@ -29,6 +29,7 @@ from harness.clock import SharedClock
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
+from harness.invariants._model import NOT_JUDGED
 from harness.reference import adapters
 from harness.schedule import CaseSpec, Step
 from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
@@ -400,12 +401,20 @@ def run_case(
             retry_backoff_s=base_config.retry_backoff_s,
             max_attempts=base_config.max_attempts,
             lease_s=base_config.lease_s,
-            credential_scopes={"worker": ("*",)},
+            request_timeout_s=base_config.request_timeout_s,
+            liveness_grace_s=base_config.liveness_grace_s,
+            credential_scopes={base_config.credential_id: (base_config.destination_scope,)},
             provider_lookup=adapters.has_lookup(settings.provider_preset),
         )
         events = trace_store.read(ctx.trace_path)
         observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)
+        observation = replace(
+            observation,
+            observed_at=clock.now(),
+            provider_clock_offset_s=sum(s for _, s in ctx.provider_advances),
+        )
     finally:
+        clock.close()
         _db.drop_target(target)
     checks = run_all(observation)
     verdict = _verdict(checks, ctx.outcomes)
@@ -494,7 +503,12 @@ def _verdict(checks: dict[str, CheckResult], outcomes: list[WorkerOutcome]) -> S
         failed -= _NEEDS_COMPLETION
     if failed:
         return Status.FAIL
-    if anomaly or any(c.status is not Status.PASS for c in checks.values()):
+    undecided = [
+        c
+        for c in checks.values()
+        if c.status is Status.UNKNOWN and not c.summary.startswith(NOT_JUDGED)
+    ]
+    if anomaly or undecided:
         return Status.UNKNOWN
     return Status.PASS
 

@@ -30,6 +30,12 @@ class SharedClock:
             self._pid = os.getpid()
         return self._fd
 
+    def close(self) -> None:
+        """Let go of the file (a long campaign makes one clock per case)."""
+        if self._fd is not None and self._pid == os.getpid():
+            os.close(self._fd)
+        self._fd = None
+
     def offset(self) -> float:
         if self.path is None:
             return 0.0

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import select
 import signal
 import struct
 import traceback
@@ -23,6 +22,7 @@ from pathlib import Path
 from harness.campaign import Campaign, CampaignSettings, CaseResult
 from harness.errors import BadInputError, HarnessError
 from harness.schedule import CaseSpec
+from harness.supervisor import wait_readable
 
 _HEADER = struct.Struct("!I")
 
@@ -77,7 +77,7 @@ def run_cases(
         buffers = {fd: b"" for fd in children}
         open_fds = set(children)
         while open_fds:
-            ready, _, _ = select.select(list(open_fds), [], [])
+            ready = wait_readable(list(open_fds), None)
             for fd in ready:
                 chunk_bytes = os.read(fd, 1 << 16)
                 if not chunk_bytes:

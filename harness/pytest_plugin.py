@@ -20,6 +20,7 @@ See docs/pytest-plugin.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -68,6 +69,9 @@ _OPTIONS: tuple[tuple[str, str, str, str, str], ...] = (
 _SHOWN_CASES = 3
 #: characters of one invariant's evidence in a failure message
 _EVIDENCE_CHARS = 400
+
+#: CampaignSettings fields the plugin sets itself (the rest may be passed as keywords)
+_SET_HERE = frozenset({"system", "seed", "db_url", "cases", "workdir", "replay_prefix", "jobs"})
 
 MARKER = "crash_sweep"
 _MARKER_HELP = (
@@ -303,15 +307,17 @@ class CrashCampaign:
 
     def run_marker(self, marker: pytest.Mark) -> None:
         if len(marker.args) != 1:
-            raise pytest.UsageError(
-                f"{self.request.node.nodeid}: @pytest.mark.{MARKER} takes one target "
-                f"(a scenario or a system), got {len(marker.args)}"
+            pytest.fail(
+                f"@pytest.mark.{MARKER} takes one target (a scenario or a system), "
+                f"got {len(marker.args)}",
+                pytrace=False,
             )
         kwargs = dict(marker.kwargs)
         hold = kwargs.pop("hold", None)
         expect = kwargs.pop("expect_violation", None)
         coverage = bool(kwargs.pop("coverage", True))
         depth = kwargs.pop("depth", None)
+        _check_names(_as_list(hold), expect)
         result = self._run(marker.args[0], mode="sweep", depth=depth, **kwargs)
         if self.options.report_dir is not None:
             self.write_reports(result)
@@ -406,6 +412,13 @@ class CrashCampaign:
                 }
                 shown = scenario.path.stem if builtin else str(scenario.path)
                 replay_prefix = ["crash-harness", "replay", shown]
+            allowed = {f.name for f in dataclasses.fields(CampaignSettings)} - _SET_HERE
+            unknown = sorted(set(overrides) - allowed)
+            if unknown:
+                raise BadInputError(
+                    f"unknown setting(s) {', '.join(unknown)}; expected some of "
+                    f"{', '.join(sorted(allowed))}"
+                )
             fields.update(overrides)
             settings = CampaignSettings(
                 system=system,
@@ -485,6 +498,17 @@ def _squeeze(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def _check_names(hold: Iterable[str] | None, expect_violation: str | None) -> None:
+    from harness.invariants import CHECKERS
+
+    for name in [*(hold or []), *([expect_violation] if expect_violation else [])]:
+        if name not in CHECKERS:
+            pytest.fail(
+                f"crash-harness: unknown invariant {name!r}; known: {', '.join(CHECKERS)}",
+                pytrace=False,
+            )
+
+
 def _compact(evidence: Any) -> str:
     text = json.dumps(_squeeze(evidence), sort_keys=True, separators=(",", ":"), default=str)
     if len(text) > _EVIDENCE_CHARS:
@@ -539,9 +563,7 @@ def judge(
     tail = [f"reports: {report_dir}" if report_dir else "reports: pass --crash-report-dir DIR"]
     if result.workdir is not None:
         tail.append(f"work dir (ledgers, traces, worker logs): {result.workdir}")
-    for name in [*(hold or []), *([expect_violation] if expect_violation else [])]:
-        if name not in CHECKERS:
-            raise pytest.UsageError(f"crash-harness: unknown invariant {name!r}")
+    _check_names(hold, expect_violation)
     if not result.cases:
         return "\n".join([f"{head}: no case ran", *tail])
 

@@ -256,7 +256,7 @@ class Supervisor:
         """Block until the worker ends (or its deadline passes) and say how it ended."""
         pidfd = os.pidfd_open(worker.pid)
         try:
-            ready, _, _ = select.select([pidfd], [], [], timeout_s)
+            ready = wait_readable([pidfd], timeout_s)
             stack_dump: str | None = None
             if not ready:
                 stack_dump = self._dump_and_kill(worker, pidfd)
@@ -304,7 +304,7 @@ class Supervisor:
         try:
             while b"\n" not in worker.pending:
                 left = max(0.0, deadline - time.monotonic())
-                ready, _, _ = select.select([worker.events_fd, pidfd], [], [], left)
+                ready = wait_readable([worker.events_fd, pidfd], left)
                 if worker.events_fd in ready:
                     chunk = os.read(worker.events_fd, 4096)
                     if chunk:
@@ -344,7 +344,7 @@ class Supervisor:
         before = _read_text(worker.stderr_path)
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker.pid, signal.SIGABRT)  # faulthandler writes every thread's stack
-        ready, _, _ = select.select([pidfd], [], [], DUMP_GRACE_S)
+        ready = wait_readable([pidfd], DUMP_GRACE_S)
         if not ready:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(worker.pid, signal.SIGKILL)
@@ -418,6 +418,15 @@ class Supervisor:
             worker = self._live.pop(pid, None)
             if worker is not None:
                 worker.close_pipes()
+
+
+def wait_readable(fds: list[int], timeout_s: float | None) -> list[int]:
+    """``select`` without its 1024-descriptor ceiling (long campaigns open many files)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    timeout_ms = None if timeout_s is None else max(0, int(timeout_s * 1000))
+    return [fd for fd, _ in poller.poll(timeout_ms)]
 
 
 def _signame(sig: int | None) -> str | None:

@@ -109,6 +109,11 @@ def resolve(name: str) -> System:
         return CATALOGUE[key]()
     if ":" in name:
         module_name, _, attr = name.partition(":")
+        import os
+        import sys
+
+        if os.getcwd() not in sys.path:  # the user's own module, next to their scenarios
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:

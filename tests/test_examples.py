@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
+from harness.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec, run_campaign
 from harness.errors import ExitStatus
 from harness.invariants import Status
-from harness.systems import resolve
+from harness.sweep import sweep
+from harness.systems import System, resolve
+from harness.usersystem import not_judged
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -86,6 +88,42 @@ def test_examples_run_through_the_import_path_route(
         assert "FAIL task_never_started" in proc.stdout
         assert "liveness" in proc.stdout
         assert f"replay: crash-harness certify --system {system}" in proc.stdout
+
+
+def _outbox(module: str) -> System:
+    sys.path.insert(0, str(EXAMPLES / "outbox"))
+    try:
+        system = resolve(f"{module}:SYSTEM")
+    finally:
+        sys.path.remove(str(EXAMPLES / "outbox"))
+    return system
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"), [("outbox_worker", "exactly_once_effect"), ("outbox_fixed", None)]
+)
+def test_outbox_examples_under_a_sweep(module: str, expected: str | None, tmp_path: Path) -> None:
+    """Against a provider that dedupes nothing, the plain outbox sends twice after a crash;
+    the fixed one (attempted first, lookup before resend) never does."""
+    settings = CampaignSettings(
+        system=_outbox(module),
+        seed=5,
+        workdir=tmp_path,
+        provider_window_s=0,
+        provider_faults=(),
+        worker_overrides={"max_attempts": 1},
+    )
+    with Campaign(settings) as campaign:
+        cases, coverage = sweep(campaign)
+    assert coverage.to_json()["pairs_covered"] == coverage.to_json()["pairs_expected"] > 0
+    fired = {n for c in cases for n, r in c.invariants.items() if r.status is Status.FAIL}
+    if expected is not None:
+        assert expected in fired
+        return
+    assert fired == set()
+    for case in cases:
+        undecided = [r for r in case.invariants.values() if r.status is Status.UNKNOWN]
+        assert all(not_judged(r) for r in undecided), [r.summary for r in undecided]
 
 
 _TEST_FILE = '''\

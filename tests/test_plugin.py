@@ -255,3 +255,35 @@ def test_fixtures_provider_campaign_and_report(pytester: pytest.Pytester) -> Non
     )
     result.assert_outcomes(passed=1)
     assert (elsewhere / "mine" / "report.json").is_file()
+
+
+def test_marker_mistakes_fail_the_test_readably(pytester: pytest.Pytester) -> None:
+    """A misspelt setting, a missing scenario or an unknown invariant: a one-line failure."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.crash_sweep("reference", run=1)
+        def test_typo():
+            pass
+
+        @pytest.mark.crash_sweep("no-such-scenario.toml")
+        def test_missing():
+            pass
+
+        @pytest.mark.crash_sweep("reference", hold=["exactly_one"], runs=1)
+        def test_unknown_invariant():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*crash-harness: unknown setting(s) run; expected some of *runs*",
+            "*crash-harness: scenario 'no-such-scenario.toml': no such file*",
+            "*crash-harness: unknown invariant 'exactly_one'; known: *",
+        ],
+        consecutive=False,
+    )
+    result.stdout.no_fnmatch_line("*Traceback*")

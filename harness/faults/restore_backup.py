@@ -27,7 +27,8 @@ def run(ctx: CaseContext, step: Step) -> None:
     ctx.release(worker)
     ctx.wait(worker)
     _db.restore(ctx.target, handle)
-    ctx.record("restore", boundary=boundary, hit=hit)
+    last_seq = max((e.seq for e in ctx.provider.admin.effects()), default=0)
+    ctx.record("restore", boundary=boundary, hit=hit, effects_seq=last_seq)
     ctx.settled = False
     ctx.needs_gap = True  # leases in the snapshot belong to a worker that is gone
 

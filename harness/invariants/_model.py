@@ -166,6 +166,11 @@ class Observation:
     provider_clock_offset_s: float = 0.0
 
 
+#: summary prefix of an *unknown* that means "this system gives no evidence for it" (a worker
+#: plugged in without a ledger adapter): reported, but not held against the case's verdict
+NOT_JUDGED = "[not judged]"
+
+
 class MissingEvidenceError(Exception):
     """A checker needs evidence that could not be collected; the result is unknown."""
 

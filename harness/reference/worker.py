@@ -9,8 +9,9 @@
 
 After a restart, a delivery that may already have reached the provider (an attempt was
 recorded) is reconciled *before* anything is resent (by lookup where the provider has one,
-else by finding the delivery's recognizer on the provider's surface; see ``adapters``), and a resend that would fall
-outside the key's dedupe window is not made: the delivery goes to ``review``.
+else by finding the delivery's recognizer on the provider's surface; see ``adapters``), and
+a resend that would fall outside the key's dedupe window is not made: the delivery goes to
+``review``.
 
 Mutants subclass this and override one method each, so each mistake reads as a diff.
 """
