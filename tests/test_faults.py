@@ -89,3 +89,15 @@ def test_pause_past_lease_really_fences_the_late_worker(tmp_path: Path) -> None:
     assert all(w.kind == "completed" for w in result.workers)
     assert result.verdict is Status.PASS
     assert result.workers[1].ended_at > result.workers[0].ended_at
+
+
+def test_two_roster_changes_in_one_case_build_on_each_other(tmp_path: Path) -> None:
+    """A second roster change reads the roster as the first left it (explore found this)."""
+    result = _run(
+        "reference",
+        "roster_change@before_result_commit#1+roster_change@before_result_commit#1",
+        None,
+        tmp_path,
+    )
+    assert result.verdict is Status.PASS, result.invariants
+    assert result.intended == 6

@@ -18,8 +18,11 @@ from harness.schedule import Step
 from harness.supervisor import OutcomeKind
 
 
-def change_roster(engine: Engine, roster: dict[str, tuple[str, ...]]) -> dict[str, object]:
-    """Drop the first destination of every topic and add a newcomer; return what changed."""
+def change_roster(engine: Engine, topics: list[str]) -> dict[str, object]:
+    """Drop the first destination of every topic and add a newcomer; return what changed.
+
+    Reads the roster as it is *now*, so a second change in one case builds on the first.
+    """
     added: list[str] = []
     removed: list[str] = []
     new_roster: dict[str, tuple[str, ...]] = {}
@@ -30,18 +33,24 @@ def change_roster(engine: Engine, roster: dict[str, tuple[str, ...]]) -> dict[st
             ).all()
         )
         frozen_runs = set(s.scalars(select(RunDestination.run_id)).all())
-        for topic, destinations in sorted(roster.items()):
-            gone = destinations[0]
-            newcomer = f"late-joiner.{topic}@example.org"
-            s.execute(
-                delete(RosterEntry).where(
-                    RosterEntry.topic == topic, RosterEntry.destination == gone
-                )
+        for topic in sorted(topics):
+            current = sorted(
+                s.scalars(select(RosterEntry.destination).where(RosterEntry.topic == topic))
             )
+            joiners = sum(1 for d in current if d.startswith("late-joiner"))
+            newcomer = f"late-joiner-{joiners + 1}.{topic}@example.org"
+            kept = current[1:] if current else []
+            if current:
+                gone = current[0]
+                s.execute(
+                    delete(RosterEntry).where(
+                        RosterEntry.topic == topic, RosterEntry.destination == gone
+                    )
+                )
+                removed.append(gone)
             s.add(RosterEntry(topic=topic, destination=newcomer))
-            removed.append(gone)
             added.append(newcomer)
-            new_roster[topic] = tuple(sorted((*destinations[1:], newcomer)))
+            new_roster[topic] = tuple(sorted((*kept, newcomer)))
     return {
         "added": added,
         "removed": removed,
@@ -57,7 +66,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     if outcome.kind is OutcomeKind.COMPLETED:
         not_reached(ctx, step)
         return
-    change = ctx.with_engine(lambda e: change_roster(e, ctx.workload.roster))
+    change = ctx.with_engine(lambda e: change_roster(e, list(ctx.workload.roster)))
     committed = set(change["committed_before"])
     new_roster = change["new_roster"]
     for run_spec in ctx.workload.runs:
