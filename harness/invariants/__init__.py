@@ -7,6 +7,7 @@ means adding a module and listing it in ``CHECKERS``; nothing else changes.
 from __future__ import annotations
 
 import traceback
+from contextvars import ContextVar
 
 from harness.invariants import (
     accepted_reconciled_or_unknown,
@@ -24,12 +25,14 @@ from harness.invariants import (
     states_distinguishable,
 )
 from harness.invariants._model import (
+    NOT_JUDGED,
     AuditRow,
     Checker,
     CheckResult,
     DeliveryRow,
     EffectRow,
     LedgerSnapshot,
+    MissingEvidenceError,
     Observation,
     Policy,
     Status,
@@ -55,16 +58,28 @@ CHECKERS: dict[str, Checker] = {
 }
 
 
+#: True while a checker runs: evidence that a system cannot give raises only then (a report
+#: or a timeline reading the same snapshot just sees an empty part)
+JUDGING: ContextVar[bool] = ContextVar("crash_harness_judging", default=False)
+
+
 def run_checker(name: str, checker: Checker, obs: Observation) -> CheckResult:
     """Run one checker; an exception is an *unknown* with the traceback as evidence."""
+    token = JUDGING.set(True)
     try:
         return checker(obs)
+    except MissingEvidenceError as exc:
+        text = str(exc)
+        summary = text if text.startswith(NOT_JUDGED) else f"{name} could not decide: {text}"
+        return CheckResult(Status.UNKNOWN, summary, {"missing": text})
     except Exception as exc:
         return CheckResult(
             Status.UNKNOWN,
             f"{name} could not decide: {type(exc).__name__}: {exc}",
             {"traceback": traceback.format_exc(limit=8)},
         )
+    finally:
+        JUDGING.reset(token)
 
 
 def run_all(obs: Observation, names: list[str] | None = None) -> dict[str, CheckResult]:
