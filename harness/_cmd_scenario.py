@@ -224,88 +224,26 @@ _determinism = click.option(
 @_with_common
 @click.option("--case", "only", multiple=True, help="Run only these case ids.")
 @_determinism
-def run_cmd(
-    *,
-    scenario_name: str,
-    seed: int | None,
-    db_url: str | None,
-    report_dir: Path,
-    keep: bool,
-    jobs: int,
-    shard: str | None,
-    only: tuple[str, ...],
-    determinism: int,
-) -> None:
+def run_cmd(**options: Any) -> None:
     """Run a scenario file (a path, or the name of a built-in) as it is written."""
-    _execute(
-        scenario_name,
-        seed=seed,
-        db_url=db_url,
-        report_dir=report_dir,
-        keep=keep,
-        only=only,
-        determinism=determinism,
-        jobs=jobs,
-        shard=shard,
-    )
+    _execute(**options)
 
 
 @click.command("sweep")
 @_with_common
 @click.option("--depth", type=click.IntRange(1, 2), default=None, help="2: crash recoveries too.")
 @_determinism
-def sweep_cmd(
-    *,
-    scenario_name: str,
-    seed: int | None,
-    db_url: str | None,
-    report_dir: Path,
-    keep: bool,
-    jobs: int,
-    shard: str | None,
-    depth: int | None,
-    determinism: int,
-) -> None:
+def sweep_cmd(**options: Any) -> None:
     """Dry-run a scenario, then crash at every (boundary, hit) it reached."""
-    _execute(
-        scenario_name,
-        seed=seed,
-        db_url=db_url,
-        report_dir=report_dir,
-        keep=keep,
-        jobs=jobs,
-        shard=shard,
-        mode="sweep",
-        depth=depth,
-        determinism=determinism,
-    )
+    _execute(mode="sweep", **options)
 
 
 @click.command("replay")
 @_with_common
 @click.option("--case", "only", multiple=True, required=True, help="The case id to rerun.")
-def replay_cmd(
-    *,
-    scenario_name: str,
-    seed: int | None,
-    db_url: str | None,
-    report_dir: Path,
-    keep: bool,
-    jobs: int,
-    shard: str | None,
-    only: tuple[str, ...],
-) -> None:
+def replay_cmd(**options: Any) -> None:
     """Rerun one case (or schedule) of a scenario exactly, from its seed and id."""
-    _execute(
-        scenario_name,
-        seed=seed,
-        db_url=db_url,
-        report_dir=report_dir,
-        keep=keep,
-        only=only,
-        jobs=jobs,
-        shard=shard,
-    )
+    _execute(**options)
 
 
 @click.group("scenarios")

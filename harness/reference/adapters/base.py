@@ -19,7 +19,7 @@ from typing import ClassVar, Protocol
 
 import requests
 
-from harness.reference.provider_client import Lookup, SendResult
+from harness.reference.provider_client import Answer, Lookup, SendResult, classify
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,32 @@ class HttpSession:
         return self.session.post(
             f"{self.base_url}/v1/messages", json=payload, headers=headers, timeout=self.timeout_s
         )
+
+    def send_keyed(
+        self,
+        *,
+        key_header: str,
+        id_field: str,
+        key: str,
+        destination: str,
+        run_id: str,
+        delivery_id: str,
+        body: str,
+        recognizer: str,
+    ) -> SendResult:
+        """POST one message with ``key`` in ``key_header``; no answer at all is *unknown*."""
+        payload = message_payload(
+            destination=destination,
+            run_id=run_id,
+            delivery_id=delivery_id,
+            body=body,
+            recognizer=recognizer,
+        )
+        try:
+            resp = self.post_message(payload, {key_header: key})
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            return SendResult(Answer.UNKNOWN, detail=network_error(exc))
+        return classify(resp, id_field=id_field)
 
 
 def message_payload(

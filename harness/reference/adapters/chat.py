@@ -17,10 +17,9 @@ import requests
 from harness.reference.adapters.base import (
     HttpSession,
     ReconcileTarget,
-    message_payload,
     network_error,
 )
-from harness.reference.provider_client import Answer, Lookup, SendResult, classify
+from harness.reference.provider_client import Lookup, SendResult
 
 
 def mentions(message: dict[str, Any], recognizer: str) -> bool:
@@ -57,19 +56,17 @@ class ChatAdapter(HttpSession):
         body: str,
         recognizer: str,
     ) -> SendResult:
-        payload = message_payload(
+        # Chat does not dedupe; the key is sent only so the provider's log names it.
+        return self.send_keyed(
+            key_header="Idempotency-Key",
+            id_field="ts",
+            key=key,
             destination=destination,
             run_id=run_id,
             delivery_id=delivery_id,
             body=body,
             recognizer=recognizer,
         )
-        try:
-            # Chat does not dedupe; the key is sent only so the provider's log names it.
-            resp = self.post_message(payload, {"Idempotency-Key": key})
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            return SendResult(Answer.UNKNOWN, detail=network_error(exc))
-        return classify(resp, id_field="ts")
 
     def reconcile(self, target: ReconcileTarget) -> Lookup:
         url = f"{self.base_url}/v1/threads/{quote(target.destination, safe='@')}"

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import requests
-
 from harness.reference.adapters.base import (
     HttpSession,
     ReconcileTarget,
-    message_payload,
-    network_error,
 )
-from harness.reference.provider_client import Answer, Lookup, SendResult, classify
+from harness.reference.provider_client import Lookup, SendResult
 
 DEFAULT_WINDOW_S = 300.0
 
@@ -51,18 +47,16 @@ class QueueFifoAdapter(HttpSession):
         body: str,
         recognizer: str,
     ) -> SendResult:
-        payload = message_payload(
+        return self.send_keyed(
+            key_header="MessageDeduplicationId",
+            id_field="MessageId",
+            key=key,
             destination=destination,
             run_id=run_id,
             delivery_id=delivery_id,
             body=body,
             recognizer=recognizer,
         )
-        try:
-            resp = self.post_message(payload, {"MessageDeduplicationId": key})
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            return SendResult(Answer.UNKNOWN, detail=network_error(exc))
-        return classify(resp, id_field="MessageId")
 
     def reconcile(self, target: ReconcileTarget) -> Lookup:
         return Lookup(found=False, conclusive=False)
