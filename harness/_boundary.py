@@ -7,7 +7,10 @@ comparison. When the harness drives the process, every hit is appended to the ru
 
 Armed actions:
 
-- ``crash``: SIGKILL this process (a real signal: no handler or ``finally`` runs);
+- ``crash``: SIGKILL (a real signal: no handler or ``finally`` runs) either the whole worker
+  (scope ``worker``, the default: every process of its tree, as a lost machine or an OOM-killed
+  container would) or only the process that reached the boundary (scope ``process``: a pool
+  child or work-horse dies and the rest of the worker sees it die);
 - ``pause``: tell the harness "paused here" on the events pipe, then block until it answers
   on the control pipe (continue, crash or raise), so the harness can act in between without
   guessing with sleeps;
@@ -15,11 +18,16 @@ Armed actions:
 - ``raise``: raise ``InjectedError``. Unlike a crash, the worker's handlers and ``finally``
   blocks run, and can hide exactly the bug a SIGKILL would expose.
 
+Hits are counted per worker, across its whole process tree: with a counter directory (the
+harness always gives one) the third ``after_provider_accept`` is the third reached by any
+process of the worker, be it the main process or the second job's work-horse.
+
 This module imports nothing heavy on purpose; ``import harness`` stays cheap for user code.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -27,11 +35,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness._tree import ProcessTree
+
 #: Environment variable through which an exec'd worker learns its trace file and crash plan.
 CONTROL_ENV = "CRASH_HARNESS_CONTROL"
 
 #: Actions a boundary can be armed with.
 ACTIONS = ("crash", "pause", "hang", "raise")
+#: What a crash kills: the whole worker (its process tree) or the process at the boundary.
+SCOPES = ("worker", "process")
 
 
 class InjectedError(Exception):
@@ -46,10 +58,14 @@ class Arm:
     hit: int = 1
     action: str = "crash"
     count: int = 1
+    #: for ``crash`` (and a paused worker told to crash): what dies
+    scope: str = "worker"
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
             raise ValueError(f"unknown boundary action {self.action!r}; expected one of {ACTIONS}")
+        if self.scope not in SCOPES:
+            raise ValueError(f"unknown crash scope {self.scope!r}; expected one of {SCOPES}")
         if self.hit < 1 or self.count < 1:
             raise ValueError(f"arm {self.boundary}: hit and count must be >= 1")
 
@@ -62,6 +78,7 @@ class Arm:
             "hit": self.hit,
             "action": self.action,
             "count": self.count,
+            "scope": self.scope,
         }
 
     @classmethod
@@ -75,13 +92,26 @@ class Arm:
             hit=hit,
             action=str(data.get("action", "crash")),
             count=count,
+            scope=str(data.get("scope", "worker")),
         )
 
 
 class _Tracer:
     """Per-process boundary state: hit counts, the plan, the trace file and control pipes."""
 
-    __slots__ = ("arms", "control_fd", "counts", "events_fd", "fd", "pid", "trace_path", "worker")
+    __slots__ = (
+        "arms",
+        "control_fd",
+        "counter_dir",
+        "counter_fds",
+        "counts",
+        "events_fd",
+        "fd",
+        "pid",
+        "trace_path",
+        "tree",
+        "worker",
+    )
 
     def __init__(
         self,
@@ -90,6 +120,8 @@ class _Tracer:
         arms: list[Arm],
         events_fd: int | None,
         control_fd: int | None,
+        tree: ProcessTree | None = None,
+        counter_dir: str | None = None,
     ) -> None:
         self.fd = os.open(trace_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.trace_path = trace_path
@@ -99,6 +131,11 @@ class _Tracer:
         self.arms = arms
         self.events_fd = events_fd
         self.control_fd = control_fd
+        self.tree = tree
+        self.counter_dir = counter_dir
+        self.counter_fds: dict[str, int] = {}
+        if counter_dir is not None:
+            os.makedirs(counter_dir, exist_ok=True)
 
     def _record(self, event: str, name: str, n: int) -> None:
         record = {
@@ -112,21 +149,43 @@ class _Tracer:
         # One write(2) on an O_APPEND descriptor: the line is in the kernel before we act.
         os.write(self.fd, (json.dumps(record) + "\n").encode())
 
+    def _count(self, name: str) -> int:
+        """This hit's number, counted over every process of the worker."""
+        if self.counter_dir is None:
+            n = self.counts.get(name, 0) + 1
+            self.counts[name] = n
+            return n
+        fd = self.counter_fds.get(name)
+        if fd is None:
+            path = os.path.join(self.counter_dir, name)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.counter_fds[name] = fd
+        # POSIX record locks belong to a process, so an inherited descriptor still excludes.
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        try:
+            raw = os.pread(fd, 20, 0)
+            n = (int(raw) if raw.strip() else 0) + 1
+            os.pwrite(fd, b"%20d" % n, 0)
+        finally:
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+        return n
+
     def hit(self, name: str) -> None:
         if os.getpid() != self.pid:
-            # A forked grandchild inherits our state; its hits are its own.
+            # A forked child (a pool process, a work-horse) is part of the same worker; with
+            # no counter directory its hits are counted on their own.
             self.pid = os.getpid()
             self.counts = {}
-        n = self.counts.get(name, 0) + 1
-        self.counts[name] = n
-        action = next((a.action for a in self.arms if a.boundary == name and a.covers(n)), None)
+        n = self._count(name)
+        arm = next((a for a in self.arms if a.boundary == name and a.covers(n)), None)
+        action = None if arm is None else arm.action
         self._record("hit" if action is None else action, name, n)
-        if action is None:
+        if arm is None or action is None:
             return
         if action == "pause":
             action = self._pause(name, n)
         if action == "crash":
-            os.kill(self.pid, signal.SIGKILL)
+            self.crash(arm.scope)
         elif action == "hang":
             if self.events_fd is not None:
                 os.write(self.events_fd, f"hung {name} {n}\n".encode())
@@ -134,6 +193,12 @@ class _Tracer:
                 signal.pause()
         elif action == "raise":
             raise InjectedError(f"injected at boundary {name} hit {n}")
+
+    def crash(self, scope: str) -> None:
+        """SIGKILL the whole worker, or only this process; never returns."""
+        if scope == "worker" and self.tree is not None:
+            self.tree.kill()
+        os.kill(os.getpid(), signal.SIGKILL)
 
     def _pause(self, name: str, n: int) -> str:
         if self.events_fd is None or self.control_fd is None:
@@ -143,7 +208,7 @@ class _Tracer:
         while not answer.endswith(b"\n"):
             chunk = os.read(self.control_fd, 64)
             if not chunk:  # the harness went away: behave as if killed
-                os.kill(self.pid, signal.SIGKILL)
+                self.crash("worker")
             answer += chunk
         verb = answer.decode().strip()
         self._record("resume" if verb == "continue" else verb, name, n)
@@ -193,10 +258,12 @@ def configure(
     arms: list[Arm],
     events_fd: int | None = None,
     control_fd: int | None = None,
+    tree: ProcessTree | None = None,
+    counter_dir: str | None = None,
 ) -> None:
     """Arm this process (called by the supervisor in a forked child)."""
     global _tracer
-    _tracer = _Tracer(trace_path, worker, arms, events_fd, control_fd)
+    _tracer = _Tracer(trace_path, worker, arms, events_fd, control_fd, tree, counter_dir)
 
 
 def disarm() -> None:
@@ -214,6 +281,8 @@ def control_env(
     arms: list[Arm],
     events_fd: int | None = None,
     control_fd: int | None = None,
+    tree: ProcessTree | None = None,
+    counter_dir: str | None = None,
 ) -> str:
     """Serialise a plan for a worker that the harness exec's rather than forks."""
     return json.dumps(
@@ -223,6 +292,8 @@ def control_env(
             "arms": [a.to_json() for a in arms],
             "events_fd": events_fd,
             "control_fd": control_fd,
+            "tree": None if tree is None else tree.to_json(),
+            "counters": counter_dir,
         }
     )
 
@@ -242,6 +313,8 @@ def handoff_env() -> dict[str, str]:
             arms=_tracer.arms,
             events_fd=_tracer.events_fd,
             control_fd=_tracer.control_fd,
+            tree=_tracer.tree,
+            counter_dir=_tracer.counter_dir,
         )
     }
 
@@ -251,12 +324,15 @@ def _configure_from_env() -> None:
     if not raw:
         return
     data = json.loads(raw)
+    tree = data.get("tree")
     configure(
         trace_path=data["trace"],
         worker=data["worker"],
         arms=[Arm.from_json(a) for a in data.get("arms", [])],
         events_fd=data.get("events_fd"),
         control_fd=data.get("control_fd"),
+        tree=None if tree is None else ProcessTree.from_json(tree),
+        counter_dir=data.get("counters"),
     )
 
 

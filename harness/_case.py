@@ -12,6 +12,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace_arm
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
 from harness.clock import SharedClock
+from harness.settle import Settle
 from harness.supervisor import (
     OutcomeKind,
     Paused,
@@ -64,6 +66,11 @@ class CaseContext:
     needs_gap: bool = False
     #: (wall time, seconds) of every provider clock move in this campaign, for timelines
     provider_advances: list[tuple[float, float]] = field(default_factory=list)
+    #: what a crash kills: the whole worker tree, or only the process at the boundary
+    crash_scope: str = "worker"
+    #: how to tell that a third-party system has settled (None: a worker that ends has)
+    settle: Settle | None = None
+    started_at: float = field(default_factory=time.time)
     _spawned: int = 0
 
     @property
@@ -85,7 +92,7 @@ class CaseContext:
             name,
             partial(self.system.main, self.config(name)),
             trace_path=self.trace_path,
-            arms=arms or [],
+            arms=[_replace_arm(a, scope=self.crash_scope) for a in arms or []],
             logdir=self.case_dir,
         )
 
@@ -143,13 +150,48 @@ class CaseContext:
                 return
 
     def finish(self) -> None:
-        """Fresh workers finish whatever the faults left, replacing any that go silent."""
+        """Fresh workers finish whatever the faults left, replacing any that go silent; with a
+        settle probe, keep helping (recovery hook, fresh worker) until the system says nothing
+        is pending or the deadline passes."""
         for _ in range(MAX_FINISH_WORKERS):
             if self.settled or self.anomalous:
-                return
+                break
             self.watch(self.spawn())
-        if not self.settled:
-            self.notes.append(f"still unsettled after {MAX_FINISH_WORKERS} fresh workers")
+        else:
+            if not self.settled:
+                self.notes.append(f"still unsettled after {MAX_FINISH_WORKERS} fresh workers")
+        if self.settle is not None and not self.anomalous:
+            self._settle(self.settle)
+
+    def _settle(self, settle: Settle) -> None:
+        config = self.config("settle")
+        deadline = time.monotonic() + settle.deadline_s
+        rounds = 0
+        while True:
+            done, output = settle.settled(config)
+            if done:
+                after = round(time.time() - self.started_at, 3)
+                self.record("settled", rounds=rounds, after_s=after)
+                return
+            if time.monotonic() >= deadline:
+                age = round(time.time() - self.started_at, 3)
+                self.record(
+                    "settle_deadline", deadline_s=settle.deadline_s, age_s=age, probe=output
+                )
+                self.notes.append(
+                    f"still pending at the settle deadline ({settle.deadline_s}s; work {age}s old)"
+                )
+                return
+            # Recovery in a real system runs on its own wall-clock timers (a visibility
+            # timeout, a heartbeat), which nothing here can signal or compress: look again
+            # after the scenario's probe interval.
+            time.sleep(min(settle.interval_s, max(0.0, deadline - time.monotonic())))
+            ok, hook_output = settle.recover(config)
+            self.record("recovery_hook", ok=ok, output=hook_output)
+            self.watch(self.spawn())
+            rounds += 1
+            if self.anomalous:
+                return
 
     def wait_paused(self, worker: RunningWorker) -> Paused | None:
         return self.supervisor.wait_paused(worker, timeout_s=self.worker_deadline_s)

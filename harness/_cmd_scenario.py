@@ -39,6 +39,8 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
         replay_prefix=["crash-harness", "replay", name],
         provider_preset=scenario.provider_preset,
         provider_options=dict(scenario.provider_options),
+        crash_scope=scenario.crash_scope,
+        settle=scenario.settle,
     )
 
 
@@ -127,14 +129,26 @@ def _execute(
         else:
             cases = default_cases(settings.system)
         settings.jobs = jobs
+        shard_info: dict[str, Any] | None = None
         if shard is not None:
             if mode == "sweep":
                 raise BadInputError("--shard: shard a sweep by listing its cases (run --case)")
+            planned = [c.id for c in cases]
             cases = shard_cases(cases, shard)
+            index, count = (int(part) for part in shard.split("/"))
+            # what `crash-harness report merge` needs to put the shards back together
+            shard_info = {
+                "spec": f"{index}/{count}",
+                "index": index,
+                "count": count,
+                "plan": planned,
+            }
         if mode != "sweep":
             settings.cases = cases
         with Campaign(settings) as campaign:
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
+            if shard_info is not None:
+                result.extra["shard"] = shard_info
             if mode == "sweep":
                 results, coverage = sweep(
                     campaign, depth=depth or scenario.depth, on_case=print_case, jobs=jobs

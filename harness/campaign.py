@@ -32,6 +32,7 @@ from harness.invariants import CheckResult, EffectRow, Observation, Policy, Stat
 from harness.invariants._model import NOT_JUDGED
 from harness.reference import adapters
 from harness.schedule import CaseSpec, Step
+from harness.settle import Settle
 from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.systems import System
 from harness.trace import TraceEvent
@@ -119,6 +120,11 @@ class CampaignSettings:
     provider_preset: str = "payments"
     #: the preset's per-instance options (``docs/providers.md``), e.g. strip_metadata
     provider_options: dict[str, Any] = field(default_factory=dict)
+    #: what a crash kills: ``worker`` (its whole process tree) or ``process`` (the one
+    #: process that reached the boundary)
+    crash_scope: str = "worker"
+    #: probe, recovery hook and deadline for a system that settles on its own timers
+    settle: Settle | None = None
 
 
 @dataclass
@@ -385,6 +391,9 @@ def run_case(
             provider_rules=[FaultRule(**rule) for rule in faults],
             intended=dict(workload.intended()),
             provider_advances=provider_advances if provider_advances is not None else [],
+            crash_scope=settings.crash_scope,
+            settle=settings.settle,
+            started_at=started,
         )
         provider.admin.set_faults(ctx.provider_rules)
         for step in case.steps:
@@ -437,7 +446,9 @@ def run_case(
         accepted=sum(1 for e in observation.effects or () if e.accepted),
         reached=trace_store.boundaries_reached(events),
         hits_by_worker=_hits_by_worker(events),
-        crash_fired=any(o.kind is OutcomeKind.CRASHED_AS_PLANNED for o in ctx.outcomes),
+        # a crash scoped to one process (a work-horse) leaves its worker running
+        crash_fired=any(o.kind is OutcomeKind.CRASHED_AS_PLANNED for o in ctx.outcomes)
+        or any(ev.event == "crash" and ev.worker != "harness" for ev in events),
         notes=ctx.notes,
         duration_s=time.time() - started,
         replay=replay_command(settings, case),

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from fake_providers import FaultRule
+from harness._boundary import SCOPES
 from harness.errors import BadInputError
 from harness.invariants import CHECKERS
 from harness.schedule import CaseSpec
+from harness.settle import Settle
 
 #: the tables and keys a scenario may have, with the type each key expects
 _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
@@ -39,7 +41,13 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "request_timeout_s": (int, float),
         "deadline_s": (int, float),
     },
-    "cases": {"mode": (str,), "list": (list,), "depth": (int,)},
+    "cases": {"mode": (str,), "list": (list,), "depth": (int,), "crash_scope": (str,)},
+    "settle": {
+        "probe": (str,),
+        "recovery": (str,),
+        "deadline_s": (int, float),
+        "interval_s": (int, float),
+    },
     "expect": {"hold": (str, list), "violation": (str,)},
 }
 _MODES = ("certify", "sweep", "list")
@@ -73,6 +81,10 @@ class Scenario:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the preset's per-instance options (``[provider.options]``, e.g. strip_metadata)
     provider_options: dict[str, Any] = field(default_factory=dict)
+    #: what a crash kills (``[cases] crash_scope``): the whole worker, or one process
+    crash_scope: str = "worker"
+    #: ``[settle]``: probe, recovery hook and deadline for a system with its own timers
+    settle: Settle | None = None
 
 
 class ScenarioError(BadInputError):
@@ -255,6 +267,31 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
     depth = cases_table.get("depth", 1)
     if depth not in (1, 2):
         raise _err(path, text, "cases", "depth", "expected 1 or 2")
+    crash_scope = cases_table.get("crash_scope", "worker")
+    if crash_scope not in SCOPES:
+        raise _err(
+            path,
+            text,
+            "cases",
+            "crash_scope",
+            f"expected one of {', '.join(SCOPES)}, got {crash_scope!r}",
+        )
+    settle: Settle | None = None
+    settle_table = data.get("settle")
+    if settle_table is not None:
+        if "probe" not in settle_table:
+            raise _err(
+                path, text, "settle", None, "missing key 'probe' (a command or module:function)"
+            )
+        for key in ("deadline_s", "interval_s"):
+            if key in settle_table and not settle_table[key] > 0:
+                raise _err(path, text, "settle", key, "expected a number of seconds > 0")
+        settle = Settle(
+            probe=settle_table["probe"],
+            recovery=settle_table.get("recovery"),
+            deadline_s=float(settle_table.get("deadline_s", 30.0)),
+            interval_s=float(settle_table.get("interval_s", 0.5)),
+        )
     expect = data.get("expect", {})
     hold_raw = expect.get("hold", "all")
     hold = (
@@ -299,4 +336,6 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         hold=hold,
         violation=violation,
         provider_options=options,
+        crash_scope=crash_scope,
+        settle=settle,
     )

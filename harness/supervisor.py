@@ -2,9 +2,14 @@
 
 Workers are forked from the harness (which has SQLAlchemy imported already), because a fresh
 interpreter costs ~70x more than a fork here. Each child is the leader of its own process
-group, so a Ctrl-C at the terminal reaches only the harness, which then kills every group it
+group, so a Ctrl-C at the terminal reaches only the harness, which then kills every worker it
 started; each child also asks the kernel to SIGKILL it if the harness itself dies
 (``PR_SET_PDEATHSIG``), so not even a SIGKILLed harness leaves workers running.
+
+A worker may be a process tree (pool children, a work-horse in its own session). Each worker
+gets its own cgroup where the kernel allows it, else its tree is found by walking /proc
+(``harness._tree``); a kill always takes the whole tree, and processes still alive when the
+worker's first process ends are killed and counted as stragglers.
 
 Deaths are classified, never guessed: a worker killed by SIGKILL whose own trace line says it
 crashed at the armed boundary "crashed as planned"; anything else is reported with its stderr,
@@ -29,8 +34,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness import _boundary, trace
+from harness import _boundary, _tree, trace
 from harness._boundary import Arm
+from harness._tree import ProcessTree
 from harness.errors import SupervisorError
 
 #: how long a hung worker gets to write its stack dump after SIGABRT before SIGKILL
@@ -39,6 +45,11 @@ DUMP_GRACE_S = 5.0
 STDERR_TAIL_CHARS = 4000
 
 _PR_SET_PDEATHSIG = 1
+
+#: set to ``walk`` to find worker trees by walking /proc even where cgroups are available
+TREE_MODE_ENV = "CRASH_HARNESS_TREE"
+#: a harness's cgroup is named this plus its pid (so a later harness can sweep stale ones)
+CGROUP_PREFIX = "crash-harness-"
 
 
 class OutcomeKind(StrEnum):
@@ -64,6 +75,8 @@ class WorkerOutcome:
     ended_at: float
     stderr_tail: str = ""
     stack_dump: str | None = None
+    #: processes of the worker still alive when its first process ended (killed then)
+    stragglers: int = 0
 
     @property
     def outcome_is_anomaly(self) -> bool:
@@ -81,6 +94,7 @@ class WorkerOutcome:
             "duration_s": round(self.ended_at - self.started_at, 4),
             "stderr_tail": self.stderr_tail,
             "stack_dump": self.stack_dump,
+            "stragglers": self.stragglers,
         }
 
 
@@ -97,6 +111,8 @@ class RunningWorker:
     control_fd: int | None = None
     pending: bytes = b""
     ended: bool = False
+    #: every process of this worker (its cgroup, or its descendants)
+    tree: ProcessTree | None = None
 
     def close_pipes(self) -> None:
         for fd in (self.events_fd, self.control_fd):
@@ -138,6 +154,24 @@ class Supervisor:
     def __init__(self, *, workdir: Path) -> None:
         self.workdir = workdir
         self._live: dict[int, RunningWorker] = {}
+        self._cgroup_parent: str | None = None
+        self._cgroup_checked = False
+        self._started = 0
+
+    @property
+    def tree_mode(self) -> str:
+        """``cgroup`` when each worker gets its own cgroup, ``walk`` when /proc is walked."""
+        return "cgroup" if self._cgroups() is not None else "walk"
+
+    def _cgroups(self) -> str | None:
+        if not self._cgroup_checked:
+            self._cgroup_checked = True
+            if os.environ.get(TREE_MODE_ENV, "") != "walk":
+                base = _tree.cgroup2_base()
+                if base is not None:
+                    _tree.sweep_stale(base, CGROUP_PREFIX)
+                    self._cgroup_parent = _tree.make_cgroup(base, f"{CGROUP_PREFIX}{os.getpid()}")
+        return self._cgroup_parent
 
     def __enter__(self) -> Supervisor:
         return self
@@ -164,6 +198,9 @@ class Supervisor:
         stdout_path = logdir / f"{name}.stdout"
         stderr_path = logdir / f"{name}.stderr"
         parent = os.getpid()
+        self._started += 1
+        cgroups = self._cgroups()
+        cgroup = None if cgroups is None else _tree.make_cgroup(cgroups, f"{name}-{self._started}")
         events_r, events_w = os.pipe()
         control_r, control_w = os.pipe()
         sys.stdout.flush()
@@ -189,14 +226,27 @@ class Supervisor:
                 stderr_path=stderr_path,
                 events_fd=events_w,
                 control_fd=control_r,
+                cgroup=cgroup,
+                counter_dir=logdir / f"{name}.hits",
             )
         os.close(events_w)
         os.close(control_r)
-        # Both sides set the group, so a signal sent right after fork cannot miss it.
+        # Both sides set the group and the cgroup, so a signal sent right after fork, or a
+        # child forked at once, cannot miss it.
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)
+        if cgroup is not None and not _tree.join_cgroup(cgroup, pid):
+            _tree.remove_cgroup(cgroup)
+            cgroup = None
         worker = RunningWorker(
-            name, pid, time.time(), stderr_path, arms, events_fd=events_r, control_fd=control_w
+            name,
+            pid,
+            time.time(),
+            stderr_path,
+            arms,
+            events_fd=events_r,
+            control_fd=control_w,
+            tree=ProcessTree(pid, cgroup),
         )
         self._live[pid] = worker
         trace.append(
@@ -216,11 +266,15 @@ class Supervisor:
         stderr_path: Path,
         events_fd: int,
         control_fd: int,
+        cgroup: str | None,
+        counter_dir: Path,
     ) -> None:  # pragma: no cover - child side
         code = 0
         try:
             with contextlib.suppress(OSError):
                 os.setpgid(0, 0)
+            if cgroup is not None and not _tree.join_cgroup(cgroup, os.getpid()):
+                cgroup = None
             _die_with_parent(parent)
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
@@ -241,6 +295,8 @@ class Supervisor:
                 arms=arms,
                 events_fd=events_fd,
                 control_fd=control_fd,
+                tree=ProcessTree(os.getpid(), cgroup),
+                counter_dir=str(counter_dir),
             )
             target()
         except BaseException:
@@ -261,6 +317,7 @@ class Supervisor:
             if not ready:
                 stack_dump = self._dump_and_kill(worker, pidfd)
             _, status = os.waitpid(worker.pid, 0)
+            stragglers = self._end_tree(worker)
             self._live.pop(worker.pid, None)  # reaped; on an interrupt kill_all still owns it
             worker.ended = True
             worker.close_pipes()
@@ -268,6 +325,7 @@ class Supervisor:
             os.close(pidfd)
         ended = time.time()
         outcome = self._classify(worker, status, trace_path, ended, stack_dump)
+        outcome.stragglers = stragglers
         trace.append(
             trace_path,
             event="exit",
@@ -324,10 +382,28 @@ class Supervisor:
         return WorkerEvent(kind, subject, int(hit), time.time())
 
     def kill(self, worker: RunningWorker, *, trace_path: Path, reason: str) -> None:
-        """SIGKILL a worker on purpose (recorded first, so it counts as a planned crash)."""
+        """SIGKILL a whole worker on purpose (recorded first, so it counts as a planned crash)."""
         trace.append(trace_path, event="crash", worker=worker.name, pid=worker.pid, reason=reason)
-        with contextlib.suppress(ProcessLookupError):
+        self._kill_tree(worker)
+
+    @staticmethod
+    def _kill_tree(worker: RunningWorker) -> None:
+        if worker.tree is not None:
+            worker.tree.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.pid, signal.SIGKILL)
+
+    def _end_tree(self, worker: RunningWorker) -> int:
+        """After the worker's first process is reaped: kill what is left, drop its cgroup."""
+        if worker.tree is None:
+            return 0
+        left = worker.tree.members() - {worker.pid}
+        if left:
+            worker.tree.kill()
+        if worker.tree.cgroup is not None:
+            worker.tree.wait_empty(DUMP_GRACE_S)
+            _tree.remove_cgroup(worker.tree.cgroup)
+        return len(left)
 
     def release(self, worker: RunningWorker, verb: str = "continue") -> None:
         """Let a paused worker go on (``continue``), die there (``crash``) or ``raise``."""
@@ -336,7 +412,9 @@ class Supervisor:
             os.write(worker.control_fd, f"{verb}\n".encode())
 
     def send_signal(self, worker: RunningWorker, sig: signal.Signals) -> None:
-        """Signal the worker's whole process group (SIGSTOP and SIGCONT for pauses)."""
+        """Signal every process of the worker (SIGSTOP and SIGCONT for pauses)."""
+        if worker.tree is not None:
+            worker.tree.signal(sig)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, sig)
 
@@ -346,8 +424,7 @@ class Supervisor:
             os.kill(worker.pid, signal.SIGABRT)  # faulthandler writes every thread's stack
         ready = wait_readable([pidfd], DUMP_GRACE_S)
         if not ready:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(worker.pid, signal.SIGKILL)
+            self._kill_tree(worker)
         return _read_text(worker.stderr_path)[len(before) :]
 
     def _classify(
@@ -384,11 +461,12 @@ class Supervisor:
                 kind=kind, exit_code=code, signal=None, boundary=None, hit=None, **common
             )
         sig = os.WTERMSIG(status)
+        # the crash may have been reached by another process of the worker (a work-horse)
         crash = next(
             (
                 ev
                 for ev in reversed(trace.read(trace_path))
-                if ev.pid == worker.pid and ev.event == "crash"
+                if ev.event == "crash" and (ev.pid == worker.pid or ev.worker == worker.name)
             ),
             None,
         )
@@ -409,6 +487,9 @@ class Supervisor:
     def kill_all(self) -> None:
         """SIGKILL every process group this supervisor started and reap it."""
         for pid in list(self._live):
+            worker = self._live.get(pid)
+            if worker is not None:
+                self._kill_tree(worker)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -417,7 +498,16 @@ class Supervisor:
                 os.waitpid(pid, 0)
             worker = self._live.pop(pid, None)
             if worker is not None:
+                self._end_tree(worker)
                 worker.close_pipes()
+        if self._cgroup_parent is not None and self._cgroup_parent_is_mine():
+            _tree.remove_cgroup(self._cgroup_parent)
+
+    def _cgroup_parent_is_mine(self) -> bool:
+        # a forked job process inherits this object; only the creator removes the directory
+        return self._cgroup_parent is not None and self._cgroup_parent.endswith(
+            f"{CGROUP_PREFIX}{os.getpid()}"
+        )
 
 
 def wait_readable(fds: list[int], timeout_s: float | None) -> list[int]:

@@ -16,7 +16,10 @@ What the checker reads from the trace:
 * ``overdue_flagged`` (worker's watchdog): a delivery sat due past the grace period
   (``waited_s``/``grace_s``, or ``overdue_since``/``detected_at``);
 * ``liveness_detected`` / ``liveness_undetected`` (harness): the flag reached the harness
-  (``detection_s`` after the injection), or nothing did within its budget.
+  (``detection_s`` after the injection), or nothing did within its budget;
+* ``settle_deadline`` (harness): a system judged by a settle probe (``harness.settle``) still
+  said "pending" at the scenario's deadline. This needs no ledger: every intended delivery the
+  provider has not accepted is reported with its age.
 
 It fails when an injected stall went unnoticed, when due work went overdue under a fault that
 a correct worker survives (work was dropped by a live worker), when a detection was slower
@@ -71,7 +74,42 @@ def _detection(ev: TraceEvent) -> dict[str, Any]:
     }
 
 
+def _missed_deadline(obs: Observation) -> CheckResult | None:
+    """A settle deadline that passed with work pending: a failure, whatever the ledger says."""
+    missed = events_named(obs.trace, "settle_deadline")
+    if not missed:
+        return None
+    _, last = missed[-1]
+    detail = detail_of(last)
+    accepted = {(e.run_id, e.destination) for e in obs.effects or () if e.accepted}
+    pending = [
+        {"run_id": run, "destination": dest, "age_s": detail.get("age_s")}
+        for run, dests in sorted(obs.intended.items())
+        for dest in dests
+        if (run, dest) not in accepted
+    ]
+    return CheckResult(
+        Status.FAIL,
+        f"still pending at the settle deadline ({detail.get('deadline_s')}s, work "
+        f"{detail.get('age_s')}s old); {len(pending)} intended delivery(ies) not accepted",
+        {
+            "problems": [
+                {
+                    "problem": "the system did not settle by the deadline",
+                    "deadline_s": detail.get("deadline_s"),
+                    "age_s": detail.get("age_s"),
+                    "probe_output": detail.get("probe"),
+                }
+            ],
+            "pending": pending,
+        },
+    )
+
+
 def check(obs: Observation) -> CheckResult:
+    missed = _missed_deadline(obs)
+    if missed is not None:
+        return missed
     ledger = need(obs.ledger, "ledger")
     policy = obs.policy
     grace = policy.liveness_grace_s if policy is not None else DEFAULT_GRACE_S

@@ -1,0 +1,242 @@
+"""A worker is a process tree; find all of it, so a "whole worker" crash leaves nothing alive.
+
+Task-queue workers run their work in pool children, in a forked work-horse that moves itself
+into a new session (RQ calls ``setsid``), or in threads. A process group, or even a session,
+does not hold such a tree together, so the harness finds a worker's processes another way:
+
+- a **cgroup v2** per worker (when this process may create one: root, or a delegated
+  subtree). Membership is inherited by every fork and cannot be left by ``setsid``;
+  ``cgroup.kill`` kills every member at once, even one that is forking at that instant.
+- otherwise a **descendant walk** over ``/proc`` from the worker's first process: every
+  member is stopped (SIGSTOP) until no new one appears, then all are killed. A process that
+  daemonises (double fork, parent gone) before the kill escapes this mode; the cgroup mode
+  has no such gap, and ``crash-harness`` says which mode it used.
+
+This module runs inside workers too (a boundary armed with the ``worker`` scope kills its own
+tree), so it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+
+_PROC = "/proc"
+
+
+@dataclass(frozen=True)
+class ProcessTree:
+    """The processes of one worker: its first process and, when there is one, its cgroup."""
+
+    root: int
+    #: directory of the worker's own cgroup v2 (None: the descendant walk is used)
+    cgroup: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"root": self.root, "cgroup": self.cgroup}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ProcessTree:
+        root = data.get("root")
+        cgroup = data.get("cgroup")
+        if not isinstance(root, int):
+            raise TypeError(f"process tree root must be a pid, got {root!r}")
+        return cls(root, cgroup if isinstance(cgroup, str) else None)
+
+    def members(self) -> set[int]:
+        """Every live process of the worker (the root included while it lives)."""
+        if self.cgroup is not None:
+            return _cgroup_members(self.cgroup)
+        return _descendants(self.root)
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to every member (SIGSTOP / SIGCONT to pause a whole worker)."""
+        for pid in self.members():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL every member, this process included if it is one (then this never returns)."""
+        me = os.getpid()
+        me_inside = me in self.members()
+        if self.cgroup is not None:
+            try:
+                with open(os.path.join(self.cgroup, "cgroup.kill"), "w") as f:
+                    f.write("1")
+                return
+            except OSError:
+                pass  # an old kernel without cgroup.kill: stop and kill one by one
+        stopped: set[int] = set()
+        while True:
+            fresh = self.members() - stopped - {me}
+            if not fresh:
+                break
+            for pid in fresh:  # a stopped process cannot fork; repeat until none is new
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+            stopped |= fresh
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if me_inside:
+            os.kill(me, signal.SIGKILL)
+
+    def wait_empty(self, timeout_s: float) -> bool:
+        """After a kill: wait until the kernel has torn every member down (cgroup mode)."""
+        if self.cgroup is None:
+            return not self.members()
+        deadline = time.monotonic() + timeout_s
+        while self.members():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            # cgroup.events raises POLLPRI when "populated" changes: wait on it, not a sleep
+            try:
+                fd = os.open(os.path.join(self.cgroup, "cgroup.events"), os.O_RDONLY)
+            except OSError:
+                return not self.members()
+            try:
+                os.read(fd, 256)
+                poller = select.poll()
+                poller.register(fd, select.POLLPRI | select.POLLERR)
+                if self.members():
+                    poller.poll(int(min(left, 0.05) * 1000))
+            finally:
+                os.close(fd)
+        return True
+
+
+# -- cgroups ---------------------------------------------------------------------------------
+
+
+def cgroup2_base() -> str | None:
+    """A directory under which this process may create cgroups, or None.
+
+    The cgroup2 mount plus this process's own cgroup path, if it is writable."""
+    mount = None
+    try:
+        with open(f"{_PROC}/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == "cgroup2":
+                    mount = fields[1]
+                    break
+        with open(f"{_PROC}/self/cgroup") as f:
+            own = next((ln.split(":", 2)[2].strip() for ln in f if ln.startswith("0::")), None)
+    except OSError:
+        return None
+    if mount is None or own is None:
+        return None
+    base = os.path.join(mount, own.lstrip("/"))
+    if not os.access(base, os.W_OK) or not os.path.exists(os.path.join(base, "cgroup.procs")):
+        return None
+    return base
+
+
+def make_cgroup(parent: str, name: str) -> str | None:
+    """Create ``parent/name`` (None if the kernel refuses)."""
+    path = os.path.join(parent, name)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    if not os.path.exists(os.path.join(path, "cgroup.procs")):
+        return None
+    return path
+
+
+def join_cgroup(path: str, pid: int) -> bool:
+    """Move ``pid`` into the cgroup at ``path``."""
+    try:
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+    except OSError:
+        return False
+    return True
+
+
+def remove_cgroup(path: str) -> None:
+    """Remove an empty cgroup (a cgroup with members stays; the caller kills them first)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def sweep_stale(base: str, prefix: str) -> list[str]:
+    """Kill and remove cgroups ``base/PREFIX<pid>`` left by a harness that is gone (a SIGKILLed
+    harness cannot clean up; its workers' forked children would otherwise live on)."""
+    swept: list[str] = []
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return swept
+    for entry in entries:
+        owner = entry[len(prefix) :]
+        if not entry.startswith(prefix) or not owner.isdigit():
+            continue
+        if os.path.exists(f"{_PROC}/{owner}"):
+            continue
+        parent = os.path.join(base, entry)
+        for child in _subdirs(parent):
+            tree = ProcessTree(0, child)
+            tree.kill()
+            tree.wait_empty(1.0)  # a member whose parent is alive stays until reaped
+            remove_cgroup(child)
+        remove_cgroup(parent)
+        swept.append(parent)
+    return swept
+
+
+def _subdirs(path: str) -> list[str]:
+    try:
+        return [e.path for e in os.scandir(path) if e.is_dir()]
+    except OSError:
+        return []
+
+
+def _cgroup_members(path: str) -> set[int]:
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return {int(line) for line in f if line.strip()}
+    except OSError:
+        return set()
+
+
+# -- the descendant walk ---------------------------------------------------------------------
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process visible in /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir(_PROC):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{_PROC}/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name may hold spaces and parentheses: fields follow the last ')'
+        rest = stat[stat.rfind(b")") + 2 :].split()
+        if len(rest) > 1:  # zombies included: their children are still the worker's
+            parents[int(entry)] = int(rest[1])
+    return parents
+
+
+def _descendants(root: int) -> set[int]:
+    parents = _parents()
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = [root] if root in parents else []
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        todo.extend(children.get(pid, ()))
+    return found

@@ -1,0 +1,111 @@
+"""Settling a real system: wait, by its own account, until nothing is pending, up to a deadline.
+
+The reference worker finishes its work and exits, so "the worker ended" means "settled".
+Third-party systems do not: a task queue's recovery runs on wall-clock timers (visibility
+timeouts, heartbeats, stalled-job sweeps) that the harness cannot compress. A scenario can
+therefore name
+
+- a **probe**: a command (exit status 0 = nothing pending; its output is kept as evidence) or
+  a ``module:function`` called with the ``WorkerConfig`` that returns True when settled;
+- a **recovery hook**, run before each fresh worker the harness starts to finish the work
+  (e.g. the system's own stalled-job sweep), a command or ``module:function`` likewise;
+- a **deadline** in wall seconds, and the probe's **interval**.
+
+A delivery still pending at the deadline is a liveness failure with its age (the trace gets a
+``settle_deadline`` line that the ``liveness`` checker reads), never dropped from the count.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shlex
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import BadInputError
+from harness.worker_config import WorkerConfig
+
+#: the most of a probe's or hook's output kept as evidence
+OUTPUT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Settle:
+    """How to tell that a system has settled, how to help it, and how long to wait."""
+
+    probe: str
+    recovery: str | None = None
+    deadline_s: float = 30.0
+    interval_s: float = 0.5
+    #: wall seconds a probe or hook command may take
+    command_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.deadline_s <= 0 or self.interval_s <= 0:
+            raise BadInputError("settle: deadline_s and interval_s must be > 0")
+        for what, ref in (("probe", self.probe), ("recovery", self.recovery)):
+            if ref is not None and not ref.strip():
+                raise BadInputError(f"settle: {what} is empty; give a command or module:function")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "probe": self.probe,
+            "recovery": self.recovery,
+            "deadline_s": self.deadline_s,
+            "interval_s": self.interval_s,
+        }
+
+    def settled(self, config: WorkerConfig) -> tuple[bool, str]:
+        """Ask the probe; (True, output) when the system says nothing is pending."""
+        return _call(self.probe, config, self.command_timeout_s, what="probe")
+
+    def recover(self, config: WorkerConfig) -> tuple[bool, str]:
+        """Run the recovery hook (if any); (ran cleanly, output)."""
+        if self.recovery is None:
+            return True, ""
+        return _call(self.recovery, config, self.command_timeout_s, what="recovery hook")
+
+
+def _callable(ref: str) -> Callable[[WorkerConfig], Any] | None:
+    """``module:function`` as a callable, or None when ``ref`` is a command line."""
+    if " " in ref.strip() or ref.count(":") != 1:
+        return None
+    module_name, _, attr = ref.partition(":")
+    if not module_name.replace(".", "").replace("_", "").isalnum():
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BadInputError(f"settle: cannot import {module_name!r} for {ref!r}: {exc}") from None
+    found = getattr(module, attr, None)
+    if not callable(found):
+        raise BadInputError(f"settle: {ref!r} is not a function")
+    return found  # type: ignore[no-any-return]
+
+
+def _call(ref: str, config: WorkerConfig, timeout_s: float, *, what: str) -> tuple[bool, str]:
+    fn = _callable(ref)
+    if fn is not None:
+        result = fn(config)
+        return (result is None or bool(result)), "" if result in (None, True, False) else str(
+            result
+        )[:OUTPUT_CHARS]
+    env = {**os.environ, **config.to_env()}
+    try:
+        done = subprocess.run(  # the user's own command, from their scenario
+            shlex.split(ref),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise BadInputError(f"settle: {what} {ref!r} cannot run: {exc}") from None
+    except subprocess.TimeoutExpired:
+        return False, f"{what} {ref!r} took longer than {timeout_s}s"
+    output = (done.stdout + done.stderr)[-OUTPUT_CHARS:]
+    return done.returncode == 0, output

@@ -1,0 +1,203 @@
+"""Workers that are process trees: a crash kills the whole worker or only the process at the
+boundary, hits are counted across the tree, and nothing outlives a worker.
+
+The worker here behaves like an RQ worker: a long-lived pool child, and each job run in a
+forked work-horse that moves itself into a new session (so neither its process group nor its
+session is the worker's). Every test runs in both ways of finding a tree: the worker's own
+cgroup, and the walk over /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from harness import _tree, boundary, trace
+from harness._boundary import Arm
+from harness.supervisor import TREE_MODE_ENV, OutcomeKind, Supervisor
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def _queue_worker(outdir: Path, jobs: int) -> None:
+    pool = os.fork()
+    if pool == 0:  # a pool child that lives as long as the worker, in its own session
+        os.setsid()
+        signal.pause()
+        os._exit(0)
+    (outdir / "pool.pid").write_text(str(pool))
+    for j in range(jobs):
+        horse = os.fork()
+        if horse == 0:
+            os.setsid()  # as RQ's work-horse does
+            (outdir / f"horse{j}.pid").write_text(str(os.getpid()))
+            boundary("in_horse")
+            (outdir / f"horse{j}.done").write_text("")
+            os._exit(0)
+        _, status = os.waitpid(horse, 0)
+        (outdir / f"horse{j}.signal").write_text(
+            str(os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0)
+        )
+    os.kill(pool, signal.SIGKILL)
+    os.waitpid(pool, 0)
+
+
+@pytest.fixture(params=["cgroup", "walk"])
+def tree_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    mode = str(request.param)
+    if mode == "cgroup" and _tree.cgroup2_base() is None:
+        pytest.skip("this process may not create cgroups here")
+    monkeypatch.setenv(TREE_MODE_ENV, mode)
+    return mode
+
+
+def _pids(outdir: Path) -> list[int]:
+    return [int(p.read_text()) for p in sorted(outdir.glob("*.pid"))]
+
+
+def test_worker_scope_kills_every_process_of_the_worker(tmp_path: Path, tree_mode: str) -> None:
+    """A crash in a work-horse in its own session takes the main process and the pool child."""
+    out = tmp_path / "out"
+    out.mkdir()
+    t = tmp_path / "trace.jsonl"
+    with Supervisor(workdir=tmp_path) as sup:
+        assert sup.tree_mode == tree_mode
+        w = sup.start("w1", partial(_queue_worker, out, 2), trace_path=t, arms=[Arm("in_horse")])
+        outcome = sup.wait(w, timeout_s=30, trace_path=t)
+    assert outcome.kind is OutcomeKind.CRASHED_AS_PLANNED
+    assert (outcome.boundary, outcome.hit) == ("in_horse", 1)
+    assert not (out / "horse0.signal").exists(), "the main process outlived the crash"
+    assert not (out / "horse1.pid").exists()
+    pids = _pids(out)
+    assert len(pids) == 2  # the pool child and the first horse
+    assert not [p for p in pids if _alive(p)]
+
+
+def test_process_scope_kills_only_the_process_at_the_boundary(
+    tmp_path: Path, tree_mode: str
+) -> None:
+    """The worker sees its horse die by SIGKILL and goes on with the next job."""
+    out = tmp_path / "out"
+    out.mkdir()
+    t = tmp_path / "trace.jsonl"
+    arm = Arm("in_horse", scope="process")
+    with Supervisor(workdir=tmp_path) as sup:
+        w = sup.start("w1", partial(_queue_worker, out, 2), trace_path=t, arms=[arm])
+        outcome = sup.wait(w, timeout_s=30, trace_path=t)
+    assert outcome.kind is OutcomeKind.COMPLETED
+    assert int((out / "horse0.signal").read_text()) == signal.SIGKILL
+    assert not (out / "horse0.done").exists()
+    assert (out / "horse1.done").exists()
+    assert int((out / "horse1.signal").read_text()) == 0
+    assert not [p for p in _pids(out) if _alive(p)]
+
+
+def test_hits_are_counted_across_the_tree(tmp_path: Path, tree_mode: str) -> None:
+    """The second horse's hit is hit 2 of the worker, so ``in_horse#2`` crashes that horse."""
+    out = tmp_path / "out"
+    out.mkdir()
+    t = tmp_path / "trace.jsonl"
+    with Supervisor(workdir=tmp_path) as sup:
+        w = sup.start(
+            "w1",
+            partial(_queue_worker, out, 3),
+            trace_path=t,
+            arms=[Arm("in_horse", 2, scope="process")],
+        )
+        assert sup.wait(w, timeout_s=30, trace_path=t).kind is OutcomeKind.COMPLETED
+    hits = [(e.event, e.hit, e.pid) for e in trace.read(t) if e.boundary == "in_horse"]
+    assert [(ev, n) for ev, n, _ in hits] == [("hit", 1), ("crash", 2), ("hit", 3)]
+    assert len({pid for _, _, pid in hits}) == 3
+    assert [(out / f"horse{j}.done").exists() for j in range(3)] == [True, False, True]
+
+
+def test_a_harness_kill_takes_the_whole_tree(tmp_path: Path, tree_mode: str) -> None:
+    """Killing a worker paused inside a horse leaves neither the horse nor the pool child."""
+    out = tmp_path / "out"
+    out.mkdir()
+    t = tmp_path / "trace.jsonl"
+    with Supervisor(workdir=tmp_path) as sup:
+        w = sup.start(
+            "w1", partial(_queue_worker, out, 1), trace_path=t, arms=[Arm("in_horse", 1, "pause")]
+        )
+        paused = sup.wait_paused(w, timeout_s=30)
+        assert paused is not None
+        assert paused.boundary == "in_horse"
+        pids = _pids(out)
+        assert len(pids) == 2
+        assert all(_alive(p) for p in pids)
+        sup.kill(w, trace_path=t, reason="test")
+        outcome = sup.wait(w, timeout_s=30, trace_path=t)
+    assert outcome.kind is OutcomeKind.CRASHED_AS_PLANNED
+    assert not [p for p in pids if _alive(p)]
+
+
+def _leaves_a_daemon(outdir: Path) -> None:
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        signal.pause()
+        os._exit(0)
+    (outdir / "daemon.pid").write_text(str(child))
+
+
+def test_stragglers_are_killed_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that ends leaving a process behind: the harness kills it and says so."""
+    if _tree.cgroup2_base() is None:
+        pytest.skip("only a cgroup finds a process whose parent is gone")
+    monkeypatch.delenv(TREE_MODE_ENV, raising=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    t = tmp_path / "trace.jsonl"
+    with Supervisor(workdir=tmp_path) as sup:
+        w = sup.start("w1", partial(_leaves_a_daemon, out), trace_path=t)
+        outcome = sup.wait(w, timeout_s=30, trace_path=t)
+        daemon = int((out / "daemon.pid").read_text())
+        assert outcome.kind is OutcomeKind.COMPLETED
+        assert outcome.stragglers == 1
+        assert outcome.to_json()["stragglers"] == 1
+        assert not _alive(daemon)
+
+
+def test_cgroups_of_a_dead_harness_are_swept(tmp_path: Path) -> None:
+    """A SIGKILLed harness cannot clean up; the next one kills what its cgroups still hold."""
+    base = _tree.cgroup2_base()
+    if base is None:
+        pytest.skip("this process may not create cgroups here")
+    # a pid that is certainly not running: a reaped child's
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)
+    parent = _tree.make_cgroup(base, f"crash-harness-test-{gone}")
+    assert parent is not None
+    child = _tree.make_cgroup(parent, "w1-1")
+    assert child is not None
+    orphan = os.fork()
+    if orphan == 0:
+        signal.pause()
+        os._exit(0)
+    try:
+        assert _tree.join_cgroup(child, orphan)
+        swept = _tree.sweep_stale(base, "crash-harness-test-")
+        assert parent in swept
+        _, status = os.waitpid(orphan, 0)
+        assert os.WIFSIGNALED(status)
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        _tree.sweep_stale(base, "crash-harness-test-")  # reaped now: the cgroup is empty
+        assert not os.path.exists(parent)
+    finally:
+        if _alive(orphan):
+            os.kill(orphan, signal.SIGKILL)
+            os.waitpid(orphan, 0)
