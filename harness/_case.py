@@ -193,6 +193,13 @@ class CaseContext:
             if self.anomalous:
                 return
 
+    def crash_landed(self, worker: RunningWorker) -> bool:
+        """Whether an armed crash fired in any process of ``worker`` (with the ``process``
+        scope the worker itself may go on and complete)."""
+        return any(
+            ev.event == "crash" and ev.worker == worker.name for ev in trace.read(self.trace_path)
+        )
+
     def wait_paused(self, worker: RunningWorker) -> Paused | None:
         return self.supervisor.wait_paused(worker, timeout_s=self.worker_deadline_s)
 

@@ -79,9 +79,16 @@ class ProcessTree:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGSTOP)
             stopped |= fresh
+        handles = []
         for pid in stopped:
+            with contextlib.suppress(OSError):
+                handles.append(os.pidfd_open(pid))
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if not me_inside:  # the harness: return once every member has really exited
+            _await_exits(handles, timeout_s=5.0)
+        for fd in handles:
+            os.close(fd)
         if me_inside:
             os.kill(me, signal.SIGKILL)
 
@@ -108,6 +115,45 @@ class ProcessTree:
             finally:
                 os.close(fd)
         return True
+
+
+def dying(pid: int) -> bool:
+    """Whether ``pid`` is gone or on its way out: a zombie, exiting, or with SIGKILL pending
+    (a tree that was just killed is not a set of stragglers)."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open(f"{_PROC}/{pid}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return True
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_EXITING:
+        return True
+    kill_bit = 1 << (signal.SIGKILL - 1)
+    for line in status.splitlines():
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & kill_bit:
+            return True
+    return False
+
+
+#: task flag: the process is in exit()
+_PF_EXITING = 0x4
+
+
+def _await_exits(pidfds: list[int], *, timeout_s: float) -> None:
+    """A pidfd becomes readable when its process exits (child or not)."""
+    deadline = time.monotonic() + timeout_s
+    waiting = list(pidfds)
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        poller = select.poll()
+        for fd in waiting:
+            poller.register(fd, select.POLLIN)
+        done = {fd for fd, _ in poller.poll(int(left * 1000))}
+        waiting = [fd for fd in waiting if fd not in done]
 
 
 # -- cgroups ---------------------------------------------------------------------------------

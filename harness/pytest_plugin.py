@@ -351,7 +351,7 @@ class CrashCampaign:
             isinstance(target, str) and not _looks_like_system(target)
         ):
             scenario = scenario_mod.load(_scenario_path(os.fspath(target), self._bases))
-            return systems.resolve(scenario.system), scenario
+            return scenario.build_system(), scenario
         if isinstance(target, str):
             return systems.resolve(target), None
         raise TypeError(

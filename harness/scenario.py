@@ -17,15 +17,24 @@ from pathlib import Path
 from typing import Any
 
 from fake_providers import FaultRule
+from harness import systems
 from harness._boundary import SCOPES
 from harness.errors import BadInputError
 from harness.invariants import CHECKERS
 from harness.schedule import CaseSpec
 from harness.settle import Settle
+from harness.systems import System
 
 #: the tables and keys a scenario may have, with the type each key expects
 _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
-    "scenario": {"name": (str,), "description": (str,), "system": (str,), "seed": (int,)},
+    "scenario": {
+        "name": (str,),
+        "description": (str,),
+        "system": (str,),
+        "seed": (int,),
+        "boundaries": (list,),
+        "prepare": (str,),
+    },
     "workload": {"runs": (int,), "destinations_per_topic": (int,)},
     "provider": {
         "preset": (str,),
@@ -85,10 +94,44 @@ class Scenario:
     crash_scope: str = "worker"
     #: ``[settle]``: probe, recovery hook and deadline for a system with its own timers
     settle: Settle | None = None
+    #: for a ``cmd:`` system: the boundaries it declares (None: the reference's, judged
+    #: through the reference ledger) and a ``module:function`` creating its own tables
+    boundaries: tuple[str, ...] | None = None
+    prepare: str | None = None
+
+    def build_system(self) -> System:
+        """The system under test this scenario names (a ``cmd:`` one with its boundaries)."""
+        if self.boundaries is None:
+            return systems.resolve(self.system)
+        from harness.usersystem import command_user_system
+
+        prepare = None
+        if self.prepare is not None:
+            prepare = _import_function(self.prepare, f"{self.path}: [scenario] prepare")
+        return command_user_system(
+            self.system[len("cmd:") :], boundaries=self.boundaries, prepare=prepare
+        )
 
 
 class ScenarioError(BadInputError):
     """A scenario file is malformed; the message names file, line and key."""
+
+
+def _import_function(ref: str, where: str) -> Any:
+    import importlib
+    import os
+    import sys
+
+    module_name, _, attr = ref.partition(":")
+    if os.getcwd() not in sys.path:  # the user's own module, next to their scenarios
+        sys.path.insert(0, os.getcwd())
+    try:
+        found = getattr(importlib.import_module(module_name), attr, None)
+    except ImportError as exc:
+        raise BadInputError(f"{where}: cannot import {module_name!r}: {exc}") from None
+    if not callable(found):
+        raise BadInputError(f"{where}: {ref!r} is not a function (expected module:function)")
+    return found
 
 
 def builtin_dir() -> Path:
@@ -317,6 +360,32 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
             "violation",
             f"unknown invariant {violation!r}; known: {', '.join(CHECKERS)}",
         )
+    boundaries: tuple[str, ...] | None = None
+    if "boundaries" in meta:
+        if not str(meta["system"]).startswith("cmd:"):
+            raise _err(
+                path,
+                text,
+                "scenario",
+                "boundaries",
+                "only a cmd: system takes its boundaries from the scenario (a Python system "
+                "declares its own)",
+            )
+        raw = meta["boundaries"]
+        if not raw or not all(isinstance(b, str) and b.replace("_", "").isalnum() for b in raw):
+            raise _err(
+                path, text, "scenario", "boundaries", "expected a non-empty list of plain names"
+            )
+        boundaries = tuple(raw)
+    prepare_ref = meta.get("prepare")
+    if prepare_ref is not None and (boundaries is None or prepare_ref.count(":") != 1):
+        raise _err(
+            path,
+            text,
+            "scenario",
+            "prepare",
+            "expected module:function, next to a cmd: system's boundaries",
+        )
     return Scenario(
         path=path,
         name=str(meta.get("name", path.stem)),
@@ -338,4 +407,6 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         provider_options=options,
         crash_scope=crash_scope,
         settle=settle,
+        boundaries=boundaries,
+        prepare=prepare_ref,
     )

@@ -21,6 +21,7 @@ import importlib
 import os
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -94,9 +95,12 @@ def _call(ref: str, config: WorkerConfig, timeout_s: float, *, what: str) -> tup
             result
         )[:OUTPUT_CHARS]
     env = {**os.environ, **config.to_env()}
+    argv = shlex.split(ref)
+    if argv and argv[0] == "python":  # the harness's own interpreter, as for cmd: systems
+        argv[0] = sys.executable
     try:
         done = subprocess.run(  # the user's own command, from their scenario
-            shlex.split(ref),
+            argv,
             env=env,
             capture_output=True,
             text=True,

@@ -397,8 +397,8 @@ class Supervisor:
         """After the worker's first process is reaped: kill what is left, drop its cgroup."""
         if worker.tree is None:
             return 0
-        left = worker.tree.members() - {worker.pid}
-        if left:
+        left = {pid for pid in worker.tree.members() - {worker.pid} if not _tree.dying(pid)}
+        if left or worker.tree.members() - {worker.pid}:
             worker.tree.kill()
         if worker.tree.cgroup is not None:
             worker.tree.wait_empty(DUMP_GRACE_S)

@@ -72,6 +72,10 @@ def command_system(
     argv = shlex.split(command)
     if not argv:
         raise UnknownSystemError("--system cmd: needs a command, e.g. 'cmd:python -m myapp'")
+    if argv[0] == "python":  # the harness's own interpreter, venv and all
+        import sys
+
+        argv[0] = sys.executable
     ref = _reference()
 
     def main(config: WorkerConfig) -> None:  # pragma: no cover - replaced by exec

@@ -45,6 +45,7 @@ __all__ = [
     "Job",
     "LedgerAdapter",
     "boundary",
+    "command_user_system",
     "delivery_id_for",
     "idempotency_key_for",
     "jobs",
@@ -480,3 +481,36 @@ def simple_system(
         boundaries=chosen,
         config_overrides=dict(config_overrides or {}),
     )
+
+
+def command_user_system(
+    command: str,
+    *,
+    boundaries: Sequence[str],
+    prepare: Callable[[Engine], None] | None = None,
+    ledger: LedgerAdapter | type[LedgerAdapter] | None = None,
+) -> System:
+    """A ``System`` for a worker that is a program taking its work from ``jobs(config)``.
+
+    The harness forks and exec's ``command`` (``python`` as its first word means the harness's
+    own interpreter) with the case's settings in its environment; the program calls
+    ``WorkerConfig.from_env()``. Like ``simple_system``: only the intake tables (and yours,
+    through ``prepare``) are created, and without a ``ledger`` adapter only the invariants the
+    providers' logs decide are judged. Scenario files reach this with ``system = "cmd:..."``
+    plus ``boundaries = [...]`` (and ``prepare = "module:function"``).
+    """
+    from harness.systems import command_system
+
+    shape = simple_system(
+        _never_called, name=f"cmd:{command}", boundaries=boundaries, ledger=ledger, prepare=prepare
+    )
+    return command_system(
+        command,
+        prepare=shape.prepare,
+        read_ledger=shape.read_ledger,
+        boundaries=shape.boundaries,
+    )
+
+
+def _never_called(config: WorkerConfig) -> None:  # pragma: no cover - replaced by the command
+    raise AssertionError("a command system's worker is the program, not this function")

@@ -63,7 +63,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
     worker = ctx.spawn([Arm(boundary, hit)])
     outcome = ctx.wait(worker)
-    if outcome.kind is OutcomeKind.COMPLETED:
+    if outcome.kind is OutcomeKind.COMPLETED and not ctx.crash_landed(worker):
         not_reached(ctx, step)
         return
     change = ctx.with_engine(lambda e: change_roster(e, list(ctx.workload.roster)))

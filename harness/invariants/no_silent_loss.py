@@ -3,17 +3,60 @@ or ``review``; nothing is simply gone.
 
 Intent comes from the scenario, not from the ledger, so a worker that forgets to write a
 delivery row cannot hide the loss by forgetting consistently.
+
+A system plugged in without a ledger adapter has no state an operator could read, so it is
+judged by the provider's log alone: an intended delivery the provider never accepted is lost
+(nothing anywhere says it failed or is still pending).
 """
 
 from __future__ import annotations
 
-from harness.invariants._model import CheckResult, Observation, Status, by_identity, need
+from harness.invariants._model import (
+    CheckResult,
+    MissingEvidenceError,
+    Observation,
+    Status,
+    by_identity,
+    need,
+)
 
 NAME = "no_silent_loss"
 
 
+def _by_provider(obs: Observation, why_no_ledger: str) -> CheckResult:
+    effects = need(obs.effects, "provider log")
+    accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
+    intended = sum(len(d) for d in obs.intended.values())
+    lost = [
+        {
+            "run_id": run_id,
+            "destination": dest,
+            "why": "the provider never accepted it, and no ledger shows it failed or pending",
+        }
+        for run_id, destinations in sorted(obs.intended.items())
+        for dest in destinations
+        if (run_id, dest) not in accepted
+    ]
+    evidence: dict[str, object] = {"judged_by": "provider log", "no_ledger": why_no_ledger}
+    if lost:
+        return CheckResult(
+            Status.FAIL,
+            f"{len(lost)} of {intended} intended delivery(ies) never reached the provider",
+            {"lost": lost, **evidence},
+        )
+    return CheckResult(
+        Status.PASS,
+        f"all {intended} intended deliveries accepted by the provider (judged by its log)",
+        {"intended": intended, **evidence},
+    )
+
+
 def check(obs: Observation) -> CheckResult:
     ledger = need(obs.ledger, "ledger")
+    try:
+        ledger.committed_runs  # noqa: B018 - a ledger without it cannot tell "failed" from "gone"
+    except MissingEvidenceError as exc:
+        return _by_provider(obs, str(exc))
     groups = by_identity(ledger.deliveries)
     lost: list[dict[str, object]] = []
     for run_id, destinations in sorted(obs.intended.items()):

@@ -1,0 +1,1 @@
+"""A delivery worker built on RQ (Redis Queue), certified through the command route."""

@@ -1,0 +1,109 @@
+"""The RQ example, certified through the command route: RQ's defaults lose a job whose
+work-horse dies and leave a job stuck "started" when the whole worker dies; the fixed worker
+(retries plus an abandoned-job sweep) holds both ways.
+
+Each run is the real CLI on a scenario file, a real Redis (127.0.0.1:6379, which CI starts),
+the worker exec'd as ``python -m examples.rq_worker.buggy|fixed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import ExitStatus
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "examples" / "rq_worker"
+
+
+def _redis_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+pytest.importorskip("rq")
+pytestmark = [
+    pytest.mark.skipif(not _redis_up(), reason="Redis is not running on 127.0.0.1:6379"),
+    pytest.mark.timeout(300),
+]
+
+
+def _crash_harness(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", *args, "--report-dir", str(out), "--determinism", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    report = json.loads((out / "report.json").read_text())
+    return done.returncode, report, done.stdout + done.stderr
+
+
+def _failed(report: dict[str, Any]) -> dict[str, set[str]]:
+    return {
+        c["id"]: {n for n, r in c["invariants"].items() if r["status"] == "fail"}
+        for c in report["cases"]
+        if c["verdict"] != "pass"
+    }
+
+
+def test_defaults_lose_the_job_whose_work_horse_dies(tmp_path: Path) -> None:
+    """Process scope: the horse dies before posting; RQ marks the job failed, no retry."""
+    code, report, output = _crash_harness(tmp_path, "sweep", str(SCENARIOS / "buggy-process.toml"))
+    assert code == ExitStatus.VIOLATION, output
+    failed = _failed(report)
+    assert failed == {
+        "crash@job_started#1": {"no_silent_loss"},
+        "crash@job_started#2": {"no_silent_loss"},
+    }, output
+    lost = report["cases"][[c["id"] for c in report["cases"]].index("crash@job_started#1")]
+    assert lost["invariants"]["no_silent_loss"]["evidence"]["judged_by"] == "provider log"
+    assert "replay: crash-harness replay" in output
+
+
+def test_defaults_leave_a_job_started_when_the_whole_worker_dies(tmp_path: Path) -> None:
+    """Worker scope: the job sits in RQ's started registry past the settle deadline."""
+    code, report, output = _crash_harness(
+        tmp_path,
+        "run",
+        str(SCENARIOS / "buggy-worker.toml"),
+        "--case",
+        "crash@after_provider_accept#1",
+    )
+    assert code == ExitStatus.VIOLATION, output
+    (case,) = report["cases"]
+    assert _failed(report) == {"crash@after_provider_accept#1": {"liveness"}}
+    liveness = case["invariants"]["liveness"]["evidence"]
+    assert liveness["problems"][0]["deadline_s"] == 6.0
+    assert liveness["problems"][0]["age_s"] >= 6.0
+    assert "started=1" in liveness["problems"][0]["probe_output"]
+    # delivered once before the crash: pending by RQ's account, not lost at the provider
+    assert (case["effects"]["intended"], case["effects"]["accepted"]) == (2, 2)
+
+
+@pytest.mark.parametrize("scope", ["process", "worker"])
+def test_fixed_worker_holds_under_both_crash_scopes(tmp_path: Path, scope: str) -> None:
+    code, report, output = _crash_harness(tmp_path, "sweep", str(SCENARIOS / f"fixed-{scope}.toml"))
+    assert code == ExitStatus.PASSED, output
+    ids = [c["id"] for c in report["cases"]]
+    assert "crash@job_started#2" in ids
+    assert "crash@after_provider_accept#2" in ids
+    assert all(c["verdict"] == "pass" for c in report["cases"]), output
+    for c in report["cases"]:
+        assert c["effects"]["accepted"] == c["effects"]["intended"] == 2
+        assert all(w["stragglers"] == 0 for w in c["workers"])
