@@ -14,7 +14,7 @@ database: ``config.db.engine()``).
 - ``read_ledger`` maps your bookkeeping onto what the checkers read, through a small
   ``LedgerAdapter`` subclass (a few SQL queries). Without one, the harness cannot see what the
   worker believes: only the invariants that the providers' own logs decide are judged
-  (duplicate effects, key stability, key windows, replays after a restore); the others answer
+  (duplicate effects, loss, key stability, key windows, replays after a restore); the others answer
   *unknown* with ``NOT_JUDGED`` in their summary (``not_judged(check)``), never a made-up
   *pass*.
 

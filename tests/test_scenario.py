@@ -66,6 +66,26 @@ def _write(tmp_path: Path, text: str) -> Path:
             r"mine.toml:4: \[expect.violation\] unknown invariant 'exactly_once'",
         ),
         ("[scenario]\nname = 'x'\n", r"mine.toml:1: \[scenario\] missing key 'system'"),
+        (
+            '[scenario]\nsystem = "reference"\n[cases]\ncrash_scope = "tree"\n',
+            r"mine.toml:4: \[cases.crash_scope\] expected one of worker, process, got 'tree'",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[settle]\ndeadline_s = 5\n',
+            r"mine.toml:3: \[settle\] missing key 'probe'",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[settle]\nprobe = "true"\ninterval_s = 0\n',
+            r"mine.toml:5: \[settle.interval_s\] expected a number of seconds > 0",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\nboundaries = ["a"]\n',
+            r"mine.toml:3: \[scenario.boundaries\] only a cmd: system takes its boundaries",
+        ),
+        (
+            '[scenario]\nsystem = "cmd:python -m x"\nboundaries = ["a b"]\n',
+            r"mine.toml:3: \[scenario.boundaries\] expected a non-empty list of plain names",
+        ),
         ("[scenario\n", r"mine.toml: not valid TOML"),
     ],
 )
@@ -118,3 +138,22 @@ def test_scenarios_check_command_reports_each_file(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f"ok    {good}" in proc.stdout
     assert "unknown boundary 'nowhere'" in proc.stderr
+
+
+def test_a_cmd_scenario_declares_its_boundaries_and_tables(tmp_path: Path) -> None:
+    """``boundaries`` and ``prepare`` make a cmd: system judged like a simple_system."""
+    path = _write(
+        tmp_path,
+        '[scenario]\nsystem = "cmd:python -m examples.rq_worker.buggy"\n'
+        'boundaries = ["after_enqueue", "job_started"]\n'
+        'prepare = "examples.rq_worker.app:prepare"\n'
+        '[cases]\ncrash_scope = "process"\n'
+        '[settle]\nprobe = "python -m examples.rq_worker.probe"\ndeadline_s = 4\n',
+    )
+    sc = scenario_mod.load(path)
+    system = sc.build_system()
+    assert system.boundaries == ("after_enqueue", "job_started")
+    assert system.name == "cmd:python -m examples.rq_worker.buggy"
+    assert sc.crash_scope == "process"
+    assert sc.settle is not None
+    assert (sc.settle.deadline_s, sc.settle.interval_s) == (4.0, 0.5)

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 
 from harness import _db
 from harness.campaign import CampaignSettings, CaseSpec, run_campaign
-from harness.invariants import CHECKERS, Observation, Status, run_all
+from harness.invariants import CHECKERS, EffectRow, Observation, Status, run_all
 from harness.systems import System
 from harness.usersystem import (
     NOT_JUDGED,
@@ -128,12 +128,31 @@ def test_without_an_adapter_ledger_checks_are_not_judged() -> None:
     checks = run_all(Observation(intended={"r1": ("a@x",)}, ledger=snapshot, effects=()))
     assert checks["exactly_once_effect"].status is Status.PASS
     assert checks["stable_idempotency_key"].status is Status.PASS
-    assert checks["no_silent_loss"].status is Status.UNKNOWN
-    assert NOT_JUDGED in checks["no_silent_loss"].summary
+    # loss is decided by the provider's log alone: nothing was accepted, so it is lost
+    assert checks["no_silent_loss"].status is Status.FAIL
+    assert checks["no_silent_loss"].evidence["judged_by"] == "provider log"
+    assert checks["liveness"].status is Status.UNKNOWN
+    assert NOT_JUDGED in checks["liveness"].summary
     assert not_judged(checks["one_delivery_identity"])
     assert not not_judged(checks["exactly_once_effect"])
     assert snapshot.audit == ()  # outside a checker (timelines, reports) a gap reads as empty
     assert "missing=" in repr(snapshot)
+
+
+def test_without_an_adapter_an_accepted_delivery_is_not_lost() -> None:
+    """The provider-log verdict of no_silent_loss passes once the provider accepted it."""
+    system = simple_system(_noop, name="t:S", boundaries=["b"])
+    snapshot = system.read_ledger(None)  # type: ignore[arg-type]
+    effect = EffectRow(
+        seq=1,
+        destination="a@x",
+        run_id="r1",
+        delivery_id="d1",
+        idempotency_key="k1",
+        outcome="fresh",
+    )
+    checks = run_all(Observation(intended={"r1": ("a@x",)}, ledger=snapshot, effects=(effect,)))
+    assert checks["no_silent_loss"].status is Status.PASS, checks["no_silent_loss"]
 
 
 class _Adapter(LedgerAdapter):
@@ -185,5 +204,7 @@ def test_outbox_worker_duplicates_after_a_crash(outbox_system: System, db_url: s
     assert crashed.verdict is Status.FAIL
     assert crashed.crash_fired
     blind = {n for n, c in baseline.invariants.items() if not_judged(c)}
-    assert "no_silent_loss" in blind
+    assert "one_delivery_identity" in blind
+    assert "no_silent_loss" not in blind  # decided by the provider's log: nothing was lost
+    assert baseline.invariants["no_silent_loss"].status is Status.PASS
     assert blind < set(CHECKERS)

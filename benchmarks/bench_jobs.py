@@ -1,0 +1,66 @@
+"""``--jobs 2`` against ``--jobs 1`` on the built-in sweep (issue goal: at least 1.7x faster on
+a 2-core machine).
+
+Both are measured in this one run, rounds interleaved (1, 2, 1, 2, ...) so that a machine
+that slows down or speeds up mid-run weighs on both alike. Prints the median wall time of
+each and the ratio of the medians, plus the part of the sweep that cannot be parallel (the
+dry run, which plans the cases) so the ratio can be read against its ceiling.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+from harness import scenario as scenario_mod
+from harness.campaign import Campaign, CampaignSettings
+from harness.invariants import Status
+from harness.sweep import sweep
+
+ROUNDS = 3
+SCENARIO = "reference-sweep"
+
+
+def _settings(jobs: int) -> CampaignSettings:
+    sc = scenario_mod.load(scenario_mod.resolve_path(SCENARIO))
+    return CampaignSettings(
+        system=sc.build_system(),
+        seed=1,
+        runs=sc.runs,
+        destinations_per_topic=sc.destinations_per_topic,
+        jobs=jobs,
+    )
+
+
+def _one(jobs: int) -> tuple[float, float, int]:
+    with Campaign(_settings(jobs)) as campaign:
+        start = time.perf_counter()
+        results, coverage = sweep(campaign, jobs=jobs)
+        wall = time.perf_counter() - start
+    assert all(r.verdict is Status.PASS for r in results), f"jobs={jobs}: a case failed"
+    return wall, results[0].duration_s, len(coverage.expected)
+
+
+def main() -> int:
+    walls: dict[int, list[float]] = {1: [], 2: []}
+    dry: list[float] = []
+    cases = 0
+    for _ in range(ROUNDS):
+        for jobs in (1, 2):
+            wall, dry_s, cases = _one(jobs)
+            walls[jobs].append(wall)
+            dry.append(dry_s)
+    one, two = statistics.median(walls[1]), statistics.median(walls[2])
+    serial = statistics.median(dry)
+    ceiling = one / (serial + (one - serial) / 2)
+    print(f"sweep {SCENARIO}: dry run + {cases} cases, {ROUNDS} rounds each, interleaved")
+    print(f"  --jobs 1  median {one:6.2f} s")
+    print(f"  --jobs 2  median {two:6.2f} s")
+    print(f"  speed-up  {one / two:5.2f}x  (goal >= 1.7x; ceiling with a {serial:.2f} s serial")
+    print(f"            dry run: {ceiling:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
