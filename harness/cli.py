@@ -39,7 +39,22 @@ def main() -> None:
     "system_name",
     default="reference",
     show_default=True,
-    help="'reference', 'mutant:NAME', or an importable 'module:attr' System.",
+    help="'reference', 'mutant:NAME', an importable 'module:attr' System, or 'cmd:COMMAND'.",
+)
+@click.option(
+    "--system-cmd",
+    "system_cmd",
+    default=None,
+    metavar="COMMAND",
+    help="A worker that is a program, e.g. 'python -m myapp.worker': exec'd with the case's"
+    " settings in its environment (same as --system 'cmd:COMMAND').",
+)
+@click.option(
+    "--crash-scope",
+    type=click.Choice(["worker", "process"]),
+    default="worker",
+    show_default=True,
+    help="What a crash kills: every process of the worker, or only the one at the boundary.",
 )
 @click.option(
     "--db",
@@ -80,6 +95,8 @@ def main() -> None:
 def certify(
     *,
     system_name: str,
+    system_cmd: str | None,
+    crash_scope: str,
     db_url: str | None,
     seed: int | None,
     case_ids: tuple[str, ...],
@@ -112,6 +129,10 @@ def certify(
     from harness.reports._live import LiveReport, ResumePlan, plan_resume
 
     ctx = click.get_current_context()
+    if system_cmd is not None:
+        if ctx.get_parameter_source("system_name") is not ParameterSource.DEFAULT:
+            raise click.UsageError("give --system or --system-cmd, not both")
+        system_name = f"cmd:{system_cmd}"
     live: LiveReport | None = None
     resumed: ResumePlan | None = None
     try:
@@ -141,6 +162,7 @@ def certify(
             cases=cases,
             worker_deadline_s=worker_deadline,
             keep_workdir=keep_workdir,
+            crash_scope=crash_scope,
         )
         planned = cases if cases is not None else default_cases(system)
         validate_cases(system, planned)

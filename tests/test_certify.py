@@ -163,3 +163,45 @@ def test_command_route_runs_an_execd_worker(tmp_path: Path) -> None:
     assert [w.kind.value for w in crash.workers] == ["crashed_as_planned", "completed"]
     assert crash.workers[0].boundary == "after_provider_accept"
     assert baseline.verdict is Status.PASS
+
+
+def test_system_cmd_flag_certifies_an_execd_worker(tmp_path: Path) -> None:
+    """``certify --system-cmd 'python -m harness.reference'`` runs the program, not a fork."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "certify",
+            "--system-cmd",
+            "python -m harness.reference",
+            "--seed",
+            "3",
+            "--case",
+            "crash@after_claim#1",
+            "--report-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["system"] == "cmd:python -m harness.reference"
+    (case,) = report["cases"]
+    assert [w["outcome"] for w in case["workers"]] == ["crashed_as_planned", "completed"]
+    both = subprocess.run(
+        [sys.executable, "-m", "harness", "certify", "--system", "reference", "--system-cmd", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert both.returncode == 2
+    assert "not both" in both.stderr
