@@ -30,18 +30,9 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
         system=system,
         seed=chosen,
         db_url=_db.normalise_url(db_url) if db_url else None,
-        worker_deadline_s=scenario.worker_deadline_s,
         keep_workdir=keep,
-        runs=scenario.runs,
-        destinations_per_topic=scenario.destinations_per_topic,
-        provider_faults=scenario.provider_faults,
-        provider_window_s=scenario.provider_window_s,
-        worker_overrides=dict(scenario.worker_overrides),
         replay_prefix=["crash-harness", "replay", name],
-        provider_preset=scenario.provider_preset,
-        provider_options=dict(scenario.provider_options),
-        crash_scope=scenario.crash_scope,
-        settle=scenario.settle,
+        **scenario.campaign_fields(),
     )
 
 

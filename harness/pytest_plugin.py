@@ -402,14 +402,7 @@ class CrashCampaign:
             replay_prefix = None
             if scenario is not None:
                 builtin = scenario.path.parent.resolve() == scenario_mod.builtin_dir().resolve()
-                fields = {
-                    "worker_deadline_s": scenario.worker_deadline_s,
-                    "runs": scenario.runs,
-                    "destinations_per_topic": scenario.destinations_per_topic,
-                    "provider_faults": scenario.provider_faults,
-                    "provider_window_s": scenario.provider_window_s,
-                    "worker_overrides": dict(scenario.worker_overrides),
-                }
+                fields = scenario.campaign_fields()
                 shown = scenario.path.stem if builtin else str(scenario.path)
                 replay_prefix = ["crash-harness", "replay", shown]
             allowed = {f.name for f in dataclasses.fields(CampaignSettings)} - _SET_HERE

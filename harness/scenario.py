@@ -99,6 +99,22 @@ class Scenario:
     boundaries: tuple[str, ...] | None = None
     prepare: str | None = None
 
+    def campaign_fields(self) -> dict[str, Any]:
+        """The ``CampaignSettings`` fields this scenario fixes (one mapping for the CLI and
+        the pytest plugin, so neither forgets a key)."""
+        return {
+            "worker_deadline_s": self.worker_deadline_s,
+            "runs": self.runs,
+            "destinations_per_topic": self.destinations_per_topic,
+            "provider_faults": self.provider_faults,
+            "provider_window_s": self.provider_window_s,
+            "worker_overrides": dict(self.worker_overrides),
+            "provider_preset": self.provider_preset,
+            "provider_options": dict(self.provider_options),
+            "crash_scope": self.crash_scope,
+            "settle": self.settle,
+        }
+
     def build_system(self) -> System:
         """The system under test this scenario names (a ``cmd:`` one with its boundaries)."""
         if self.boundaries is None:

@@ -157,3 +157,19 @@ def test_a_cmd_scenario_declares_its_boundaries_and_tables(tmp_path: Path) -> No
     assert sc.crash_scope == "process"
     assert sc.settle is not None
     assert (sc.settle.deadline_s, sc.settle.interval_s) == (4.0, 0.5)
+
+
+def test_campaign_fields_carry_every_setting_a_scenario_fixes() -> None:
+    """The CLI and the pytest plugin build settings from one mapping: a preset scenario run
+    through the plugin talks to its preset, with its crash scope and settle rules."""
+    import dataclasses
+
+    from harness.campaign import CampaignSettings
+
+    sc = scenario_mod.load(scenario_mod.resolve_path("preset-chat"))
+    fields = sc.campaign_fields()
+    assert set(fields) <= {f.name for f in dataclasses.fields(CampaignSettings)}
+    assert fields["provider_preset"] == "chat"
+    assert {"crash_scope", "settle", "provider_options"} <= set(fields)
+    settings = CampaignSettings(system=sc.build_system(), seed=1, **fields)
+    assert settings.provider_preset == "chat"
