@@ -65,13 +65,9 @@ def test_reference_holds_under_fault(case: str, db_url: str | None, tmp_path: Pa
     assert result.accepted >= 1
 
 
-#: A mutant run that came out *unknown* once in four full CI runs (not reproduced on demand,
-#: with or without CPU load); its detection is covered by the ``mutant-no-lease`` scenario in
-#: tests/test_mutants.py, which runs both pause_past_lease and concurrent_claim.
-UNDER_INVESTIGATION = {"pause_past_lease@after_claim#1"}
 
 
-@pytest.mark.parametrize("case", sorted(set(FAULT_CASES) - UNDER_INVESTIGATION))
+@pytest.mark.parametrize("case", sorted(FAULT_CASES))
 def test_fault_exposes_its_mutant(case: str, db_url: str | None, tmp_path: Path) -> None:
     """The broken worker the fault is meant to expose fails with the intended invariant."""
     mutant, invariant, extra = FAULT_CASES[case]
