@@ -1,7 +1,7 @@
 """What the durable effect log costs: accepted effects per second, log on vs log off.
 
 Two payments providers run side by side in this one run: one with the real log (SQLite,
-WAL, ``synchronous=FULL``: every effect fsynced before the reply) and one started with the
+WAL, ``synchronous=NORMAL``: every effect committed before the reply) and one started with the
 hidden benchmark-only switch ``durable=False`` (``--no-log``: the same schema in an in-memory
 database, so the same work minus the disk). Each round sends the same number of fresh
 messages (distinct keys, keep-alive sessions, a few client threads) to each, alternating
@@ -92,7 +92,7 @@ def main() -> None:
             volatile.stop()
     median_on, median_off = statistics.median(on), statistics.median(off)
     print(f"rounds={args.rounds} messages/round={args.messages} client threads={args.threads}")
-    print(f"durable log (WAL, synchronous=FULL): median {median_on:8.1f} accepted effects/s")
+    print(f"durable log (WAL, synchronous=NORMAL): median {median_on:8.1f} accepted effects/s")
     print(f"log off (in-memory, benchmark only): median {median_off:8.1f} accepted effects/s")
     print(f"ratio durable / off: {median_on / median_off:.2f}")
 

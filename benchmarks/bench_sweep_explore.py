@@ -4,11 +4,16 @@ the built-in reference scenario in <= 60 s on 2 cores; explore >= 30 schedules p
 Prints medians over rounds, measured in this one run:
 - the full sweep of ``reference-sweep`` (dry run + one case per (boundary, hit)), SQLite;
 - explore on ``reference-explore`` with a fixed budget: schedules per second, each schedule
-  a real case (fork, SIGKILL/pause/clock moves, restart, checkers).
+  a real case (fork, SIGKILL/pause/clock moves, restart, checkers), as one search
+  (``jobs=1``) and split over one search per core (``jobs=2``).
+
+``python benchmarks/bench_sweep_explore.py [ROUNDS]`` (default 3 rounds).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import statistics
 import sys
 import time
@@ -34,26 +39,49 @@ def _settings(name: str, seed: int) -> CampaignSettings:
     )
 
 
+def _drop_workdir(campaign: Campaign) -> None:
+    if campaign.made_workdir:
+        shutil.rmtree(campaign.workdir, ignore_errors=True)
+
+
+def _explore_rates(rounds: int, jobs: int) -> list[float]:
+    rates: list[float] = []
+    for r in range(rounds):
+        with Campaign(_settings("reference-explore", 100 + r)) as campaign:
+            start = time.perf_counter()
+            found = explore(
+                campaign, budget=EXPLORE_BUDGET, seed=100 + r, database_dir=None, jobs=jobs
+            )
+            rates.append(len(found.tried) / (time.perf_counter() - start))
+        _drop_workdir(campaign)
+        bad = [x.spec.id for x in found.tried if x.verdict is not Status.PASS]
+        assert not bad, f"explore round {r} (jobs {jobs}): {bad}"
+    return rates
+
+
 def main() -> int:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else ROUNDS
     sweep_times: list[float] = []
     pairs = 0
-    for r in range(ROUNDS):
+    for r in range(rounds):
         with Campaign(_settings("reference-sweep", 1)) as campaign:
             start = time.perf_counter()
             results, coverage = sweep(campaign)
             sweep_times.append(time.perf_counter() - start)
+        _drop_workdir(campaign)
         pairs = len(coverage.expected)
         assert all(x.verdict is Status.PASS for x in results), f"round {r}: a case failed"
-    rates: list[float] = []
-    for r in range(ROUNDS):
-        with Campaign(_settings("reference-explore", 100 + r)) as campaign:
-            start = time.perf_counter()
-            found = explore(campaign, budget=EXPLORE_BUDGET, seed=100 + r, database_dir=None)
-            rates.append(len(found.tried) / (time.perf_counter() - start))
-    print(f"sweep reference-sweep: {pairs} (boundary, hit) cases + dry run")
+    cores = min(2, os.cpu_count() or 1)
+    rates = {jobs: _explore_rates(rounds, jobs) for jobs in sorted({1, cores})}
+    print(f"sweep reference-sweep: {pairs} (boundary, hit) cases + dry run, {rounds} rounds")
     print(f"  wall time median {statistics.median(sweep_times):6.2f} s  (goal <= 60 s)")
-    print(f"explore reference-explore: budget {EXPLORE_BUDGET}")
-    print(f"  schedules/s median {statistics.median(rates):6.2f}  (goal >= 30)")
+    print(f"explore reference-explore: budget {EXPLORE_BUDGET}, {rounds} rounds")
+    for jobs, values in rates.items():
+        shown = ", ".join(f"{v:.1f}" for v in values)
+        print(
+            f"  jobs {jobs}: schedules/s median {statistics.median(values):6.2f}"
+            f"  (rounds: {shown}; goal >= 30)"
+        )
     return 0
 
 

@@ -21,7 +21,7 @@ What lives where:
 - ``_app``: the shared core every preset plugs into (auth, scopes, log, faults, admin API).
 - ``presets/``: one module per preset: its semantics and nothing else.
 - ``_presets``: the registry of presets; ``_options``: per-instance preset options.
-- ``_effect_log``: the append-only SQLite log (WAL, synchronous=FULL).
+- ``_effect_log``: the append-only SQLite log (WAL, committed before every reply).
 - ``_credentials``: credential parsing, env var names, constant-time secret checks.
 """
 

@@ -639,10 +639,22 @@ class ProviderApp:
         effects = self.log.query(epoch=epoch, filters=filters)
         return Reply(json_response(200, {"effects": [e.to_json() for e in effects]}))
 
-    def _reset(self, _request: Request) -> Reply:
+    def _reset(self, request: Request) -> Reply:
+        """A new epoch; an optional ``{"rules": [...]}`` body arms its faults at once."""
+        rules: list[FaultRule] = []
+        if request.content_length:
+            data = request.get_json(silent=True)
+            if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+                return Reply(
+                    json_response(400, {"error": 'expected no body or {"rules": [rule, ...]}'})
+                )
+            try:
+                rules = [FaultRule.from_json(item) for item in data["rules"]]
+            except ProviderError as exc:
+                return Reply(json_response(400, {"error": str(exc)}))
         with self.lock:
             self._epoch = self.log.new_epoch(started_at=self.now())
-            self._faults = []
+            self._faults = [_Armed.arm(rule) for rule in rules]
             epoch = self._epoch
         return Reply(json_response(200, {"epoch": epoch}))
 

@@ -36,6 +36,9 @@ class AdminClient:
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
         self._session = requests.Session()
+        # A fake provider is on loopback: no proxy or .netrc applies, and not looking them
+        # up in the environment on every call saves a harness a little on every case.
+        self._session.trust_env = False
         self._session.headers["X-Admin-Token"] = admin_token
 
     def __repr__(self) -> str:
@@ -133,9 +136,11 @@ class AdminClient:
             raise AssertionError("\n".join(lines))
         return found
 
-    def reset(self) -> int:
-        """Start a new epoch (and clear faults); return its number."""
-        epoch: int = self._call("POST", "/_admin/reset")["epoch"]
+    def reset(self, faults: Sequence[FaultRule] = ()) -> int:
+        """Start a new epoch with ``faults`` as its only fault rules (none by default);
+        return its number. One request: the same as ``reset()`` then ``set_faults(...)``."""
+        body = {"rules": [rule.to_json() for rule in faults]} if faults else None
+        epoch: int = self._call("POST", "/_admin/reset", json=body)["epoch"]
         return epoch
 
     def set_faults(self, rules: Sequence[FaultRule]) -> None:

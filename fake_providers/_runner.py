@@ -100,7 +100,7 @@ def run_provider(
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
             on_ready({"url": server_url(server), "pid": os.getpid(), **extra})
-            server.serve_forever(poll_interval=0.1)
+            server.serve_forever(poll_interval=0.01)
         finally:
             app.close()
             server.server_close()

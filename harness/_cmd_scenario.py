@@ -331,8 +331,11 @@ def explore_cmd(
     from harness.explore import explore
 
     try:
-        if jobs != 1 or shard is not None:
-            raise BadInputError("explore runs one search: --jobs and --shard do not apply")
+        if shard is not None:
+            raise BadInputError(
+                "explore cannot be sharded: give each CI job its own --seed (and --jobs N"
+                " runs N searches side by side)"
+            )
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         click.echo(
@@ -354,6 +357,7 @@ def explore_cmd(
                 database_dir=examples_dir / scenario.name,
                 max_steps=max_steps,
                 on_case=progress,
+                jobs=jobs,
             )
             result.cases.extend(found.tried)
             settings.cases = [r.spec for r in found.tried]  # the report's plan is what ran

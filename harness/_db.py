@@ -4,18 +4,29 @@ SQLite needs care to behave under concurrent writers and SIGKILL: WAL journal, a
 timeout, and ``BEGIN IMMEDIATE`` so a reader never has to upgrade to a writer mid-transaction
 (pysqlite's own transaction handling is switched off, as SQLAlchemy's docs recommend).
 PostgreSQL cases each get their own schema, so parallel cases never see each other's rows.
+
+Each process keeps one engine per target (``DatabaseTarget.engine``). The harness makes it
+while it sets the case up, so a forked worker inherits an engine whose dialect is already
+initialised, and gives it a fresh, empty pool before its first connection: no connection
+ever crosses a fork, and no worker pays for building an engine. A case's SQLite ledger is
+copied from a template made once per campaign (``prepare_target``), not rebuilt per case.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import secrets
+import shutil
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from harness.errors import BadInputError, DatabaseUnreachableError
@@ -35,8 +46,61 @@ class DatabaseTarget:
         return "postgresql" if self.url.startswith("postgresql") else "sqlite"
 
     def engine(self) -> Engine:
-        """A new engine; call it after fork, never share one across processes."""
-        return open_engine(self.url, schema=self.schema)
+        """This process's engine for the target (made on first use, then kept).
+
+        In a forked child the engine inherited from the parent gets a new, empty pool on
+        first use; the parent's connections are never touched. ``dispose()`` it when done
+        with it, as with any engine: it stays usable and opens new connections on demand.
+        An in-memory SQLite URL gets a new engine (a new database) on every call.
+        """
+        if self.url == "sqlite://" or ":memory:" in self.url:
+            return open_engine(self.url, schema=self.schema)
+        return _cached_engine(self.url, self.schema)
+
+
+#: (url, schema) -> (pid that uses it, engine); bounded, and a case drops its own at the end
+_ENGINES: dict[tuple[str, str | None], tuple[int, Engine]] = {}
+_MAX_ENGINES = 16
+_ENGINES_LOCK = threading.Lock()
+
+
+def _reset_lock_in_child() -> None:
+    global _ENGINES_LOCK
+    _ENGINES_LOCK = threading.Lock()  # a lock held by another thread at fork stays held
+
+
+os.register_at_fork(after_in_child=_reset_lock_in_child)
+
+
+def _cached_engine(url: str, schema: str | None) -> Engine:
+    key = (url, schema)
+    pid = os.getpid()
+    with _ENGINES_LOCK:
+        found = _ENGINES.get(key)
+        if found is not None:
+            owner, engine = found
+            if owner != pid:
+                # Inherited across fork: a new pool for this process; the old one (empty, as
+                # the harness disposes before it forks) is dropped without closing anything.
+                engine.dispose(close=False)
+                _ENGINES[key] = (pid, engine)
+            return engine
+        engine = open_engine(url, schema=schema)
+        while len(_ENGINES) >= _MAX_ENGINES:
+            old_key = next(iter(_ENGINES))
+            old_pid, old = _ENGINES.pop(old_key)
+            old.dispose(close=old_pid == pid)
+        _ENGINES[key] = (pid, engine)
+        return engine
+
+
+def _forget_engine(url: str, schema: str | None) -> None:
+    """Drop the kept engine of a target whose database goes away (or is made anew)."""
+    with _ENGINES_LOCK:
+        found = _ENGINES.pop((url, schema), None)
+    if found is not None:
+        owner, engine = found
+        engine.dispose(close=owner == os.getpid())
 
 
 def normalise_url(url: str) -> str:
@@ -67,20 +131,64 @@ def open_engine(url: str, *, schema: str | None = None) -> Engine:
     return create_engine(url, connect_args=connect_args, pool_pre_ping=False)
 
 
+#: how a SQLite transaction starts: take the write lock at once, never upgrade mid-way
+SQLITE_BEGIN = "BEGIN IMMEDIATE"
+
+
+def _sqlite_session(dbapi_conn: Any) -> None:
+    """What every SQLite connection of every participant sets, pooled or not."""
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    # A SIGKILL loses no page cache; NORMAL is durable against process death in WAL mode.
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=60000")
+    cur.close()
+
+
 def _tune_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        # A SIGKILL loses no page cache; NORMAL is durable against process death in WAL mode.
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA busy_timeout=60000")
-        cur.close()
+        _sqlite_session(dbapi_conn)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql(SQLITE_BEGIN)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(url: str) -> URL:
+    """A parsed URL, remembered: a forked worker inherits the parse its parent made."""
+    return make_url(url)
+
+
+def dbapi_connect(target: DatabaseTarget) -> Any:
+    """A plain DBAPI connection to ``target``, set up exactly like the engine's connections.
+
+    For code that runs many short transactions in a short-lived process (the reference
+    ledger): no pool and no SQL compilation in between. SQLite: autocommit mode, so the
+    caller starts each transaction with ``SQLITE_BEGIN`` and ends it with ``commit()`` or
+    ``rollback()``; PostgreSQL (psycopg): a transaction starts with the first statement.
+    The caller closes it.
+    """
+    url = _parsed(target.url)
+    if target.kind == "sqlite":
+        import sqlite3
+
+        if not url.database or url.database == ":memory:":
+            raise BadInputError("a plain connection needs a SQLite file, not an in-memory db")
+        conn = sqlite3.connect(url.database, timeout=60, check_same_thread=False)
+        _sqlite_session(conn)
+        return conn
+    import psycopg
+
+    options: dict[str, Any] = {"connect_timeout": 10}
+    if target.schema is not None:
+        if not _SCHEMA_NAME.match(target.schema):
+            raise BadInputError(f"invalid PostgreSQL schema name {target.schema!r}")
+        options["options"] = f"-csearch_path={target.schema}"
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    return psycopg.connect(conninfo, **options)
 
 
 def check_reachable(url: str) -> None:
@@ -108,10 +216,12 @@ def new_target(base_url: str | None, *, workdir: Path, case_slug: str) -> Databa
                 raise BadInputError("--db: a sqlite URL needs a file path (sqlite:///path)")
             stem = Path(given)
             path = stem.with_name(f"{stem.stem}-{case_slug}{stem.suffix or '.sqlite'}")
+        url = f"sqlite:///{path}"
+        _forget_engine(url, None)  # a rerun of the same case starts from a new file
         path.unlink(missing_ok=True)
         for suffix in ("-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
-        return DatabaseTarget(url=f"sqlite:///{path}")
+        return DatabaseTarget(url=url)
     schema = f"ch_{case_slug}_{secrets.token_hex(3)}"[:63]
     engine = open_engine(base_url)
     try:
@@ -124,6 +234,7 @@ def new_target(base_url: str | None, *, workdir: Path, case_slug: str) -> Databa
 
 def drop_target(target: DatabaseTarget) -> None:
     """Remove a PostgreSQL case schema; SQLite files stay in the work dir for forensics."""
+    _forget_engine(target.url, target.schema)
     if target.schema is None:
         return
     engine = open_engine(target.url)
@@ -132,6 +243,46 @@ def drop_target(target: DatabaseTarget) -> None:
             conn.execute(text(f'DROP SCHEMA IF EXISTS "{target.schema}" CASCADE'))
     finally:
         engine.dispose()
+
+
+def prepare_target(
+    target: DatabaseTarget, prepare: Callable[[Engine], None], *, template: Path | None
+) -> None:
+    """Give a fresh target its schema and starting rows: ``prepare(engine)``, run once.
+
+    For SQLite with a ``template`` path, the first call runs ``prepare`` and keeps a copy of
+    the result there; later calls with the same path copy that file instead (a plain file
+    copy of a closed database holding exactly what ``prepare`` made). The caller names the
+    template after everything ``prepare`` depends on. Either way the target's engine is left
+    initialised and without connections, ready to be inherited by forked workers.
+    """
+    engine = target.engine()
+    try:
+        # parsed here, so a forked worker finds the URL parsed already (see ``_parsed``)
+        path = _parsed(target.url).database if target.schema is None else None
+        if template is not None and path and template.exists():
+            shutil.copyfile(template, path)
+        else:
+            prepare(engine)
+            if template is not None and path:
+                engine.dispose()
+                partial = template.with_name(f"{template.name}.{os.getpid()}.tmp")
+                _sqlite_copy(path, str(partial))
+                os.replace(partial, template)
+        with engine.connect():
+            pass  # the dialect learns the server's ways once, here, not in every worker
+    finally:
+        engine.dispose()  # never fork with open connections
+
+
+def _sqlite_copy(source: str, dest: str) -> None:
+    """A consistent copy of a SQLite database, whatever its WAL holds (the backup API)."""
+    import sqlite3
+
+    with sqlite3.connect(source) as src, sqlite3.connect(dest) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
 
 
 def snapshot(target: DatabaseTarget, name: str) -> str:

@@ -9,6 +9,7 @@ seed and id.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import secrets
 import shlex
 import shutil
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
@@ -342,13 +344,12 @@ def run_case(
     system = settings.system
     clock = SharedClock.create(str(case_dir / "clock"))
     try:
-        engine = target.engine()
-        try:
-            system.prepare(engine)
-            seed_database(engine, workload)
-        finally:
-            engine.dispose()  # never fork with open connections
-        provider.admin.reset()
+        # A SQLite ledger is copied from a template made by the campaign's first case.
+        _db.prepare_target(
+            target,
+            lambda engine: _build_ledger(system, workload, engine),
+            template=_ledger_template(workdir, system, workload),
+        )
         faults = (
             settings.provider_faults
             if settings.provider_faults is not None
@@ -395,7 +396,7 @@ def run_case(
             settle=settings.settle,
             started_at=started,
         )
-        provider.admin.set_faults(ctx.provider_rules)
+        provider.admin.reset(ctx.provider_rules)  # a new epoch, with this case's faults armed
         for step in case.steps:
             prepare = FAULTS[step.fault].prepare
             if prepare is not None:
@@ -454,6 +455,24 @@ def run_case(
         replay=replay_command(settings, case),
         timeline=timeline,
     )
+
+
+def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:
+    system.prepare(engine)
+    seed_database(engine, workload)
+
+
+def _ledger_template(workdir: Path, system: System, workload: Workload) -> Path:
+    """Where the campaign keeps its prepared, seeded SQLite ledger: named after what made it."""
+    made_by = (
+        system.name,
+        getattr(system.prepare, "__module__", ""),
+        getattr(system.prepare, "__qualname__", ""),
+        id(system.prepare),
+        repr(workload),
+    )
+    digest = hashlib.sha256(repr(made_by).encode()).hexdigest()[:16]
+    return workdir / f".ledger-template-{digest}.sqlite"
 
 
 def _observe(

@@ -4,13 +4,26 @@ and shrinks any failure to the smallest schedule that still fails.
 A schedule is a short list of fault steps (crashes, pauses past the lease, clock jumps, races,
 roster changes, restores). Hypothesis's example database keeps every failure it found, so the
 next run tries those first; the printed replay command reruns the shrunk schedule exactly.
+
+With ``jobs`` > 1 the budget is split over that many independent searches, one per core:
+this process runs the first (with ``seed``), forked jobs the others (seeds derived from it),
+each with its own provider, supervisor and work dir (``explore-N``); every schedule is still
+run, judged and reported one by one. Each search shrinks its own first failure (the others
+run on to their share of the budget), and the smallest failure any search found is the answer:
+more schedules per second, not a bug found sooner.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import pickle
+import signal
+import struct
+import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -66,8 +79,44 @@ def explore(
     database_dir: Path | None,
     max_steps: int = 3,
     on_case: Callable[[CaseResult], None] | None = None,
+    jobs: int = 1,
 ) -> ExploreResult:
-    """Search ``budget`` schedules; shrink the first failure found to a minimal schedule."""
+    """Search ``budget`` schedules; shrink the first failure found to a minimal schedule.
+
+    ``jobs`` > 1 splits the budget over that many independent searches run side by side.
+    """
+    jobs = max(1, min(jobs, budget))
+    if jobs == 1:
+        return _search(
+            campaign,
+            budget=budget,
+            seed=seed,
+            database_dir=database_dir,
+            max_steps=max_steps,
+            on_case=on_case,
+        )
+    return _explore_jobs(
+        campaign,
+        budget=budget,
+        seed=seed,
+        database_dir=database_dir,
+        max_steps=max_steps,
+        on_case=on_case,
+        jobs=jobs,
+    )
+
+
+def _search(
+    campaign: Campaign,
+    *,
+    budget: int,
+    seed: int,
+    database_dir: Path | None,
+    max_steps: int,
+    on_case: Callable[[CaseResult], None] | None,
+    between_cases: Callable[[], None] | None = None,
+) -> ExploreResult:
+    """One Hypothesis search of ``budget`` schedules, then the domain shrink of its failure."""
     outcome = ExploreResult()
     boundaries = campaign.settings.system.boundaries
     failing: list[CaseResult] = []
@@ -77,6 +126,8 @@ def explore(
         outcome.tried.append(result)
         if on_case is not None:
             on_case(result)
+        if between_cases is not None:
+            between_cases()
         if result.verdict is Status.FAIL:
             failing.append(result)
             broken = [n for n, r in result.invariants.items() if r.status is Status.FAIL]
@@ -106,6 +157,171 @@ def explore(
     if outcome.minimal is not None:
         outcome.minimal = simplify(campaign, outcome.minimal, on_case=on_case, tried=outcome.tried)
     return outcome
+
+
+# -- several searches side by side ---------------------------------------------------------
+
+_HEADER = struct.Struct("!I")
+
+
+def _explore_jobs(
+    campaign: Campaign,
+    *,
+    budget: int,
+    seed: int,
+    database_dir: Path | None,
+    max_steps: int,
+    on_case: Callable[[CaseResult], None] | None,
+    jobs: int,
+) -> ExploreResult:
+    """Search 1 runs here on ``campaign``; searches 2..jobs run in forked jobs, each with a
+    campaign of its own; their results stream back over pipes as each case is judged."""
+    shares = [budget // jobs + (1 if j < budget % jobs else 0) for j in range(jobs)]
+    outcome = ExploreResult()
+    pipes: dict[int, int] = {}  # read fd -> pid
+    buffers: dict[int, bytes] = {}
+    finals: list[ExploreResult] = []
+    errors: list[str] = []
+
+    def receive(*, block: bool) -> None:
+        from harness.supervisor import wait_readable
+
+        while pipes:
+            ready = wait_readable(list(pipes), None if block else 0)
+            if not ready:
+                return
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    _reap(pipes.pop(fd), fd)
+                    continue
+                buffers[fd] += chunk
+                while len(buffers[fd]) >= _HEADER.size:
+                    (size,) = _HEADER.unpack_from(buffers[fd])
+                    if len(buffers[fd]) < _HEADER.size + size:
+                        break
+                    payload = buffers[fd][_HEADER.size : _HEADER.size + size]
+                    buffers[fd] = buffers[fd][_HEADER.size + size :]
+                    kind, value = pickle.loads(payload)
+                    if kind == "error":  # raised once this search is over, not inside it
+                        errors.append(f"explore job (pid {pipes[fd]}) failed:\n{value}")
+                    elif kind == "case":
+                        outcome.tried.append(value)
+                        if on_case is not None:
+                            on_case(value)
+                    else:
+                        finals.append(value)
+
+    def seen(result: CaseResult) -> None:
+        outcome.tried.append(result)
+        if on_case is not None:
+            on_case(result)
+
+    try:
+        for job in range(1, jobs):
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the job process
+                os.close(read_fd)
+                for fd in pipes:
+                    os.close(fd)
+                _job(
+                    campaign,
+                    job,
+                    write_fd,
+                    budget=shares[job],
+                    seed=_job_seed(seed, job),
+                    database_dir=database_dir,
+                    max_steps=max_steps,
+                )
+            os.close(write_fd)
+            pipes[read_fd] = pid
+            buffers[read_fd] = b""
+        mine = _search(
+            campaign,
+            budget=shares[0],
+            seed=seed,
+            database_dir=database_dir,
+            max_steps=max_steps,
+            on_case=seen,
+            between_cases=lambda: receive(block=False),
+        )
+        receive(block=True)
+        if errors:
+            from harness.errors import HarnessError
+
+            raise HarnessError("\n".join(errors))
+    finally:
+        for fd, pid in pipes.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            _reap(pid, fd)
+    candidates = [r.minimal for r in (mine, *finals) if r.minimal is not None]
+    outcome.failures_seen = sum(r.failures_seen for r in (mine, *finals))
+    outcome.minimal = min(candidates, key=lambda r: len(r.spec.steps), default=None)
+    return outcome
+
+
+def _job(
+    parent: Campaign,
+    job: int,
+    out_fd: int,
+    *,
+    budget: int,
+    seed: int,
+    database_dir: Path | None,
+    max_steps: int,
+) -> None:  # pragma: no cover - runs in a forked job
+    code = 0
+    try:
+        from harness.campaign import Campaign
+        from harness.supervisor import _die_with_parent
+
+        _die_with_parent(os.getppid())
+        settings = replace(
+            parent.given_settings, workdir=parent.workdir / f"explore-{job + 1}", keep_workdir=True
+        )
+        assert settings.workdir is not None
+        settings.workdir.mkdir(parents=True, exist_ok=True)
+        with Campaign(settings) as campaign:
+            found = _search(
+                campaign,
+                budget=budget,
+                seed=seed,
+                database_dir=database_dir,
+                max_steps=max_steps,
+                on_case=lambda r: _send(out_fd, ("case", r)),
+            )
+        _send(
+            out_fd,
+            ("done", ExploreResult(minimal=found.minimal, failures_seen=found.failures_seen)),
+        )
+    except BaseException:
+        code = 1
+        with contextlib.suppress(Exception):
+            _send(out_fd, ("error", traceback.format_exc()))
+    finally:
+        os._exit(code)
+
+
+def _job_seed(seed: int, job: int) -> int:
+    """The seed of search ``job`` (0-based) > 0: fixed by ``seed`` and ``job`` alone."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{job}".encode()).digest()[:8], "big")
+
+
+def _send(fd: int, message: tuple[str, object]) -> None:
+    payload = pickle.dumps(message)
+    data = _HEADER.pack(len(payload)) + payload
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _reap(pid: int, fd: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _broken(result: CaseResult) -> set[str]:

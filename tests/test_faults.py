@@ -65,8 +65,6 @@ def test_reference_holds_under_fault(case: str, db_url: str | None, tmp_path: Pa
     assert result.accepted >= 1
 
 
-
-
 @pytest.mark.parametrize("case", sorted(FAULT_CASES))
 def test_fault_exposes_its_mutant(case: str, db_url: str | None, tmp_path: Path) -> None:
     """The broken worker the fault is meant to expose fails with the intended invariant."""

@@ -64,3 +64,18 @@ def test_explore_finds_nothing_on_the_reference(tmp_path: Path) -> None:
     assert len(found.tried) == 15
     bad = [r.spec.id for r in found.tried if r.verdict is not Status.PASS]
     assert bad == []
+
+
+def test_explore_with_two_jobs_runs_two_searches_and_still_shrinks(tmp_path: Path) -> None:
+    """``jobs=2`` splits the budget over two searches (one forked); the planted bug is still
+    found and shrunk to two crashes, and every schedule tried comes back to this process."""
+    system = resolve("mutant:resend_after_interrupted_recovery")
+    settings = CampaignSettings(
+        system=system, seed=1, runs=1, destinations_per_topic=2, workdir=tmp_path
+    )
+    with Campaign(settings) as campaign:
+        found = explore(campaign, budget=200, seed=1, database_dir=None, jobs=2)
+    assert found.minimal is not None, f"not found in {len(found.tried)} schedules"
+    assert [s.fault for s in found.minimal.spec.steps] == ["crash", "crash"]
+    assert found.minimal.invariants["exactly_once_effect"].status is Status.FAIL
+    assert len(found.tried) >= 2

@@ -34,15 +34,21 @@ def run(ctx: CaseContext, step: Step) -> None:
     for worker, paused in workers:
         if paused is not None and paused.kind == "paused":
             ctx.release(worker)
-    for worker, _ in workers:
-        # A follower that claimed after the window still holds at its boundary: let it go.
-        while True:
-            late = ctx.supervisor.wait_event(worker, timeout_s=ctx.worker_deadline_s, quiet_ok=True)
-            if late is None:
-                break
-            if late.kind == "paused":
-                ctx.release(worker)
-        ctx.wait(worker)
+    # Watch every racer at once: a follower that claimed after the window holds at its
+    # boundary, and another may be waiting for its lease; release each as it pauses.
+    alive = [w for w, _ in workers]
+    while alive:
+        got = ctx.supervisor.next_event(alive, timeout_s=ctx.worker_deadline_s)
+        if got is None:  # nothing moved in a whole deadline: each is reported hung
+            for worker in alive:
+                ctx.wait(worker)
+            break
+        worker, event = got
+        if event is None:
+            ctx.wait(worker)
+            alive.remove(worker)
+        elif event.kind == "paused":
+            ctx.release(worker)
     ctx.record("race", workers=[w.name for w, _ in workers])
 
 

@@ -1,75 +1,85 @@
-"""Read the reference schema into the plain rows the checkers expect (the ledger adapter)."""
+"""Read the reference schema into the plain rows the checkers expect (the ledger adapter).
+
+Plain SQL over the ``schema`` tables: the harness reads a new ledger for every case, and
+building and compiling ORM queries for each one cost more than the reading itself.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, func, select
-from sqlalchemy.orm import Session
+from typing import Any
+
+from sqlalchemy import Engine
 
 from harness.invariants import AuditRow, DeliveryRow, LedgerSnapshot
-from harness.reference.schema import (
-    AuditEvent,
-    Delivery,
-    Execution,
-    QueueItem,
-    RunDestination,
+
+_DELIVERY_FIELDS = (
+    "delivery_id",
+    "run_id",
+    "destination",
+    "delivery_status",
+    "idempotency_key",
+    "provider_message_id",
+    "attempt_count",
+    "created_by",
+    "created_at",
+    "credential_id",
+    "destination_scope",
+    "first_attempt_at",
+    "next_attempt_at",
+    "acknowledged_at",
+    "key_window_s",
+    "last_error",
+    "lease_expires_at",
+)
+_AUDIT_FIELDS = (
+    "event_id",
+    "delivery_id",
+    "run_id",
+    "event",
+    "worker",
+    "at",
+    "idempotency_key",
+    "credential_id",
+    "destination_scope",
+    "detail",
 )
 
 
 def read_ledger(engine: Engine) -> LedgerSnapshot:
-    with Session(engine) as s:
+    with engine.connect() as conn:
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(row) for row in conn.exec_driver_sql(sql)]
+
         committed = frozenset(
-            s.scalars(
-                select(Execution.run_id).where(Execution.execution_status == "committed")
-            ).all()
+            str(run_id)
+            for (run_id,) in rows(
+                "SELECT run_id FROM executions WHERE execution_status = 'committed'"
+            )
         )
         frozen: dict[str, list[str]] = {}
-        for run_id, dest in s.execute(select(RunDestination.run_id, RunDestination.destination)):
-            frozen.setdefault(run_id, []).append(dest)
+        for run_id, dest in rows("SELECT run_id, destination FROM run_destinations"):
+            frozen.setdefault(str(run_id), []).append(str(dest))
         deliveries = tuple(
-            DeliveryRow(
-                delivery_id=d.delivery_id,
-                run_id=d.run_id,
-                destination=d.destination,
-                delivery_status=d.delivery_status,
-                idempotency_key=d.idempotency_key,
-                provider_message_id=d.provider_message_id,
-                attempt_count=d.attempt_count,
-                created_by=d.created_by,
-                created_at=d.created_at,
-                credential_id=d.credential_id,
-                destination_scope=d.destination_scope,
-                first_attempt_at=d.first_attempt_at,
-                next_attempt_at=d.next_attempt_at,
-                acknowledged_at=d.acknowledged_at,
-                key_window_s=d.key_window_s,
-                last_error=d.last_error,
-                lease_expires_at=d.lease_expires_at,
+            DeliveryRow(**dict(zip(_DELIVERY_FIELDS, row, strict=True)))
+            for row in rows(
+                f"SELECT {', '.join(_DELIVERY_FIELDS)} FROM deliveries ORDER BY created_at"
             )
-            for d in s.scalars(select(Delivery).order_by(Delivery.created_at)).all()
         )
-        queue = frozenset(s.scalars(select(QueueItem.delivery_id)).all())
+        queue = frozenset(str(d) for (d,) in rows("SELECT delivery_id FROM delivery_queue"))
         # The query an operator's dashboard would run; states_distinguishable checks that it
         # agrees with the rows, so a state that only exists row by row cannot hide.
         state_counts = {
             str(status): int(n)
-            for status, n in s.execute(
-                select(Delivery.delivery_status, func.count()).group_by(Delivery.delivery_status)
+            for status, n in rows(
+                "SELECT delivery_status, COUNT(*) FROM deliveries GROUP BY delivery_status"
             )
         }
         audit = tuple(
-            AuditRow(
-                event_id=a.event_id,
-                delivery_id=a.delivery_id,
-                run_id=a.run_id,
-                event=a.event,
-                worker=a.worker,
-                at=a.at,
-                idempotency_key=a.idempotency_key,
-                credential_id=a.credential_id,
-                destination_scope=a.destination_scope,
-                detail=a.detail,
+            AuditRow(**dict(zip(_AUDIT_FIELDS, row, strict=True)))
+            for row in rows(
+                f"SELECT {', '.join(_AUDIT_FIELDS)} FROM delivery_events ORDER BY event_id"
             )
-            for a in s.scalars(select(AuditEvent).order_by(AuditEvent.event_id)).all()
         )
     return LedgerSnapshot(
         committed_runs=committed,

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import cached_property
+
+from sqlalchemy import Engine
 
 from harness._boundary import boundary
 from harness.errors import LeaseLostError
@@ -54,9 +57,14 @@ class ReferenceWorker:
         )
         self.config = config
         self.provider: ProviderAdapter = make_adapter(config)
-        self.engine = config.db.engine()
         self.clock = config.clock()
-        self.ledger = Ledger(self.engine, config, clock=self.clock.now)
+        self.ledger = Ledger(None, config, clock=self.clock.now)
+
+    @cached_property
+    def engine(self) -> Engine:
+        """SQLAlchemy on the ledger's database, for code that wants it (the mutants' own
+        statements); the ledger itself needs none, so it is made only on first use."""
+        return self.config.db.engine()
 
     def run(self) -> None:
         watchdog = self.watchdog()
@@ -72,7 +80,9 @@ class ReferenceWorker:
         finally:
             watchdog.stop()
             self.provider.close()
-            self.engine.dispose()
+            self.ledger.close()
+            if "engine" in self.__dict__:
+                self.engine.dispose()
 
     def watchdog(self) -> Watchdog:
         return Watchdog(self)
