@@ -1,15 +1,18 @@
 """Run a campaign's cases on several cores: each job is a forked process with its own
 provider, supervisor, work dir and (as always) its own database per case.
 
-Jobs take cases round-robin, stream each result back over a pipe as soon as it is judged,
-and the results are put back in plan order, so a report does not depend on which job was
-faster. A Ctrl-C reaches the jobs too (same process group); each cleans up its own workers
-and provider. ``--shard i/n`` uses the same round-robin split across CI machines.
+Jobs take the next case not yet taken (a counter shared through a locked file), so a job that
+started its provider later or drew slower cases never leaves a core idle; each streams its
+results back over a pipe as soon as they are judged, and the results are put back in plan
+order, so a report does not depend on which job ran what. A Ctrl-C reaches the jobs too
+(same process group); each cleans up its own workers and provider. ``--shard i/n`` splits
+a plan round-robin across CI machines.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pickle
 import signal
@@ -25,6 +28,8 @@ from harness.schedule import CaseSpec
 from harness.supervisor import wait_readable
 
 _HEADER = struct.Struct("!I")
+#: fcntl: set a pipe's capacity (Linux)
+_F_SETPIPE_SZ = 1031
 
 
 def shard(cases: list[CaseSpec], spec: str) -> list[CaseSpec]:
@@ -58,30 +63,21 @@ def run_cases(
     jobs = min(jobs, len(cases))
     order = {case: i for i, case in enumerate(cases)}
     children: dict[int, tuple[int, int]] = {}  # read fd -> (pid, job)
-    try:
-        for job in range(jobs):
-            chunk = cases[job::jobs]
-            job_settings = replace(
-                campaign.given_settings,
-                workdir=campaign.workdir / f"job-{job + 1}",
-                keep_workdir=True,
-            )
-            read_fd, write_fd = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the job process
-                os.close(read_fd)
-                _job(job_settings, chunk, write_fd)
-            os.close(write_fd)
-            children[read_fd] = (pid, job)
-        results: list[CaseResult] = []
-        buffers = {fd: b"" for fd in children}
-        open_fds = set(children)
-        while open_fds:
-            ready = wait_readable(list(open_fds), None)
+    counter = campaign.workdir / f".next-case-{os.getpid()}-{id(cases)}"
+    counter.write_bytes(b"0")
+    results: list[CaseResult] = []
+    buffers: dict[int, bytes] = {}
+
+    def receive(*, block: bool) -> None:
+        """Take every result the jobs have sent (waiting for them all if ``block``)."""
+        while buffers:
+            ready = wait_readable(list(buffers), None if block else 0)
+            if not ready:
+                return
             for fd in ready:
                 chunk_bytes = os.read(fd, 1 << 16)
                 if not chunk_bytes:
-                    open_fds.discard(fd)
+                    del buffers[fd]
                     continue
                 buffers[fd] += chunk_bytes
                 while len(buffers[fd]) >= _HEADER.size:
@@ -96,6 +92,33 @@ def run_cases(
                     results.append(value)
                     if on_case is not None:
                         on_case(value)
+
+    try:
+        # Jobs 2..n are forked, each with a campaign of its own; job 1 is this process, on
+        # the campaign (and provider) it already has, so no core waits for a provider start.
+        for job in range(1, jobs):
+            job_settings = replace(
+                campaign.given_settings,
+                workdir=campaign.workdir / f"job-{job + 1}",
+                keep_workdir=True,
+            )
+            read_fd, write_fd = os.pipe()
+            with contextlib.suppress(OSError):  # room for many results between our reads
+                fcntl.fcntl(write_fd, _F_SETPIPE_SZ, 1 << 20)
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the job process
+                os.close(read_fd)
+                _job(job_settings, cases, counter, write_fd)
+            os.close(write_fd)
+            children[read_fd] = (pid, job)
+            buffers[read_fd] = b""
+        while (index := _claim(counter)) < len(cases):
+            result = campaign.run(cases[index])
+            results.append(result)
+            if on_case is not None:
+                on_case(result)
+            receive(block=False)
+        receive(block=True)
         for pid, job in children.values():
             _, status = os.waitpid(pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
@@ -103,6 +126,7 @@ def run_cases(
         children.clear()
         return sorted(results, key=lambda r: order[r.spec])
     finally:
+        counter.unlink(missing_ok=True)
         for fd, (pid, _) in children.items():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -112,8 +136,19 @@ def run_cases(
                 os.close(fd)
 
 
+def _claim(counter: Path) -> int:
+    """The index of the next case nobody has taken (shared by every job of a run)."""
+    with open(counter, "r+b") as f:
+        fcntl.lockf(f, fcntl.LOCK_EX)
+        taken = int(f.read() or b"0")
+        f.seek(0)
+        f.write(b"%d" % (taken + 1))
+        f.truncate()
+        return taken
+
+
 def _job(
-    settings: CampaignSettings, cases: list[CaseSpec], out_fd: int
+    settings: CampaignSettings, cases: list[CaseSpec], counter: Path, out_fd: int
 ) -> None:  # pragma: no cover
     code = 0
     try:
@@ -123,8 +158,8 @@ def _job(
         assert settings.workdir is not None
         Path(settings.workdir).mkdir(parents=True, exist_ok=True)
         with Campaign(settings) as campaign:
-            for case in cases:
-                _send(out_fd, ("case", campaign.run(case)))
+            while (index := _claim(counter)) < len(cases):
+                _send(out_fd, ("case", campaign.run(cases[index])))
     except BaseException:
         code = 1
         with contextlib.suppress(Exception):
