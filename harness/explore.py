@@ -18,9 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import pickle
 import signal
-import struct
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -31,6 +29,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from harness import _jobpipe
 from harness.campaign import Campaign, CaseResult
 from harness.invariants import Status
 from harness.schedule import CaseSpec, Step
@@ -161,8 +160,6 @@ def _search(
 
 # -- several searches side by side ---------------------------------------------------------
 
-_HEADER = struct.Struct("!I")
-
 
 def _explore_jobs(
     campaign: Campaign,
@@ -179,38 +176,22 @@ def _explore_jobs(
     shares = [budget // jobs + (1 if j < budget % jobs else 0) for j in range(jobs)]
     outcome = ExploreResult()
     pipes: dict[int, int] = {}  # read fd -> pid
-    buffers: dict[int, bytes] = {}
+    inbox = _jobpipe.Inbox()
     finals: list[ExploreResult] = []
     errors: list[str] = []
 
-    def receive(*, block: bool) -> None:
-        from harness.supervisor import wait_readable
+    def take(fd: int, kind: str, value: object) -> None:
+        if kind == "error":  # raised once this search is over, not inside it
+            errors.append(f"explore job (pid {pipes[fd]}) failed:\n{value}")
+        elif kind == "case":
+            assert isinstance(value, CaseResult)
+            seen(value)
+        else:
+            assert isinstance(value, ExploreResult)
+            finals.append(value)
 
-        while pipes:
-            ready = wait_readable(list(pipes), None if block else 0)
-            if not ready:
-                return
-            for fd in ready:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    _reap(pipes.pop(fd), fd)
-                    continue
-                buffers[fd] += chunk
-                while len(buffers[fd]) >= _HEADER.size:
-                    (size,) = _HEADER.unpack_from(buffers[fd])
-                    if len(buffers[fd]) < _HEADER.size + size:
-                        break
-                    payload = buffers[fd][_HEADER.size : _HEADER.size + size]
-                    buffers[fd] = buffers[fd][_HEADER.size + size :]
-                    kind, value = pickle.loads(payload)
-                    if kind == "error":  # raised once this search is over, not inside it
-                        errors.append(f"explore job (pid {pipes[fd]}) failed:\n{value}")
-                    elif kind == "case":
-                        outcome.tried.append(value)
-                        if on_case is not None:
-                            on_case(value)
-                    else:
-                        finals.append(value)
+    def receive(*, block: bool) -> None:
+        inbox.receive(block=block, on_message=take, on_closed=lambda fd: _reap(pipes.pop(fd), fd))
 
     def seen(result: CaseResult) -> None:
         outcome.tried.append(result)
@@ -219,7 +200,7 @@ def _explore_jobs(
 
     try:
         for job in range(1, jobs):
-            read_fd, write_fd = os.pipe()
+            read_fd, write_fd = _jobpipe.open_pipe()
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the job process
                 os.close(read_fd)
@@ -236,7 +217,7 @@ def _explore_jobs(
                 )
             os.close(write_fd)
             pipes[read_fd] = pid
-            buffers[read_fd] = b""
+            inbox.add(read_fd)
         mine = _search(
             campaign,
             budget=shares[0],
@@ -290,16 +271,17 @@ def _job(
                 seed=seed,
                 database_dir=database_dir,
                 max_steps=max_steps,
-                on_case=lambda r: _send(out_fd, ("case", r)),
+                on_case=lambda r: _jobpipe.send(out_fd, "case", r),
             )
-        _send(
+        _jobpipe.send(
             out_fd,
-            ("done", ExploreResult(minimal=found.minimal, failures_seen=found.failures_seen)),
+            "done",
+            ExploreResult(minimal=found.minimal, failures_seen=found.failures_seen),
         )
     except BaseException:
         code = 1
         with contextlib.suppress(Exception):
-            _send(out_fd, ("error", traceback.format_exc()))
+            _jobpipe.send(out_fd, "error", traceback.format_exc())
     finally:
         os._exit(code)
 
@@ -307,14 +289,6 @@ def _job(
 def _job_seed(seed: int, job: int) -> int:
     """The seed of search ``job`` (0-based) > 0: fixed by ``seed`` and ``job`` alone."""
     return int.from_bytes(hashlib.sha256(f"{seed}:{job}".encode()).digest()[:8], "big")
-
-
-def _send(fd: int, message: tuple[str, object]) -> None:
-    payload = pickle.dumps(message)
-    data = _HEADER.pack(len(payload)) + payload
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
 
 
 def _reap(pid: int, fd: int) -> None:

@@ -14,22 +14,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import pickle
 import signal
-import struct
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from harness import _jobpipe
 from harness.campaign import Campaign, CampaignSettings, CaseResult
 from harness.errors import BadInputError, HarnessError
 from harness.schedule import CaseSpec
-from harness.supervisor import wait_readable
-
-_HEADER = struct.Struct("!I")
-#: fcntl: set a pipe's capacity (Linux)
-_F_SETPIPE_SZ = 1031
 
 
 def shard(cases: list[CaseSpec], spec: str) -> list[CaseSpec]:
@@ -66,32 +60,15 @@ def run_cases(
     counter = campaign.workdir / f".next-case-{os.getpid()}-{id(cases)}"
     counter.write_bytes(b"0")
     results: list[CaseResult] = []
-    buffers: dict[int, bytes] = {}
+    inbox = _jobpipe.Inbox()
 
-    def receive(*, block: bool) -> None:
-        """Take every result the jobs have sent (waiting for them all if ``block``)."""
-        while buffers:
-            ready = wait_readable(list(buffers), None if block else 0)
-            if not ready:
-                return
-            for fd in ready:
-                chunk_bytes = os.read(fd, 1 << 16)
-                if not chunk_bytes:
-                    del buffers[fd]
-                    continue
-                buffers[fd] += chunk_bytes
-                while len(buffers[fd]) >= _HEADER.size:
-                    (size,) = _HEADER.unpack_from(buffers[fd])
-                    if len(buffers[fd]) < _HEADER.size + size:
-                        break
-                    payload = buffers[fd][_HEADER.size : _HEADER.size + size]
-                    buffers[fd] = buffers[fd][_HEADER.size + size :]
-                    kind, value = pickle.loads(payload)
-                    if kind == "error":
-                        raise HarnessError(f"job {children[fd][1] + 1} failed:\n{value}")
-                    results.append(value)
-                    if on_case is not None:
-                        on_case(value)
+    def take(fd: int, kind: str, value: object) -> None:
+        if kind == "error":
+            raise HarnessError(f"job {children[fd][1] + 1} failed:\n{value}")
+        assert isinstance(value, CaseResult)
+        results.append(value)
+        if on_case is not None:
+            on_case(value)
 
     try:
         # Jobs 2..n are forked, each with a campaign of its own; job 1 is this process, on
@@ -102,23 +79,21 @@ def run_cases(
                 workdir=campaign.workdir / f"job-{job + 1}",
                 keep_workdir=True,
             )
-            read_fd, write_fd = os.pipe()
-            with contextlib.suppress(OSError):  # room for many results between our reads
-                fcntl.fcntl(write_fd, _F_SETPIPE_SZ, 1 << 20)
+            read_fd, write_fd = _jobpipe.open_pipe()
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the job process
                 os.close(read_fd)
                 _job(job_settings, cases, counter, write_fd)
             os.close(write_fd)
             children[read_fd] = (pid, job)
-            buffers[read_fd] = b""
+            inbox.add(read_fd)
         while (index := _claim(counter)) < len(cases):
             result = campaign.run(cases[index])
             results.append(result)
             if on_case is not None:
                 on_case(result)
-            receive(block=False)
-        receive(block=True)
+            inbox.receive(block=False, on_message=take)
+        inbox.receive(block=True, on_message=take)
         for pid, job in children.values():
             _, status = os.waitpid(pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
@@ -159,18 +134,10 @@ def _job(
         Path(settings.workdir).mkdir(parents=True, exist_ok=True)
         with Campaign(settings) as campaign:
             while (index := _claim(counter)) < len(cases):
-                _send(out_fd, ("case", campaign.run(cases[index])))
+                _jobpipe.send(out_fd, "case", campaign.run(cases[index]))
     except BaseException:
         code = 1
         with contextlib.suppress(Exception):
-            _send(out_fd, ("error", traceback.format_exc()))
+            _jobpipe.send(out_fd, "error", traceback.format_exc())
     finally:
         os._exit(code)
-
-
-def _send(fd: int, message: tuple[str, object]) -> None:
-    payload = pickle.dumps(message)
-    data = _HEADER.pack(len(payload)) + payload
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
