@@ -13,9 +13,15 @@ import fcntl
 import os
 import pickle
 import struct
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from harness.supervisor import wait_readable
+
+if TYPE_CHECKING:
+    from harness.campaign import Campaign
 
 _HEADER = struct.Struct("!I")
 #: fcntl: set a pipe's capacity (Linux)
@@ -37,6 +43,47 @@ def send(fd: int, kind: str, value: object) -> None:
     while data:
         written = os.write(fd, data)
         data = data[written:]
+
+
+def start_job(
+    parent: Campaign,
+    name: str,
+    work: Callable[[Campaign, int], None],
+    *,
+    close_in_child: Iterable[int] = (),
+) -> tuple[int, int]:
+    """Fork a job that runs ``work(campaign, out_fd)`` on a campaign of its own (its own
+    provider and work dir ``parent.workdir / name``); returns (pid, read end).
+
+    The job dies with its parent, sends ``("error", traceback)`` if ``work`` raises, and
+    exits without running the parent's cleanup."""
+    read_fd, write_fd = open_pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the job process
+        code = 0
+        try:
+            os.close(read_fd)
+            for fd in close_in_child:
+                os.close(fd)
+            from harness.campaign import Campaign
+            from harness.supervisor import _die_with_parent
+
+            _die_with_parent(os.getppid())
+            settings = replace(
+                parent.given_settings, workdir=parent.workdir / name, keep_workdir=True
+            )
+            assert settings.workdir is not None
+            settings.workdir.mkdir(parents=True, exist_ok=True)
+            with Campaign(settings) as campaign:
+                work(campaign, write_fd)
+        except BaseException:
+            code = 1
+            with contextlib.suppress(Exception):
+                send(write_fd, "error", traceback.format_exc())
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
 
 
 class Inbox:

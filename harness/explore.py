@@ -19,9 +19,9 @@ import contextlib
 import hashlib
 import os
 import signal
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -200,22 +200,16 @@ def _explore_jobs(
 
     try:
         for job in range(1, jobs):
-            read_fd, write_fd = _jobpipe.open_pipe()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the job process
-                os.close(read_fd)
-                for fd in pipes:
-                    os.close(fd)
-                _job(
-                    campaign,
-                    job,
-                    write_fd,
-                    budget=shares[job],
-                    seed=_job_seed(seed, job),
-                    database_dir=database_dir,
-                    max_steps=max_steps,
-                )
-            os.close(write_fd)
+            work = partial(
+                _job_search,
+                budget=shares[job],
+                seed=_job_seed(seed, job),
+                database_dir=database_dir,
+                max_steps=max_steps,
+            )
+            pid, read_fd = _jobpipe.start_job(
+                campaign, f"explore-{job + 1}", work, close_in_child=list(pipes)
+            )
             pipes[read_fd] = pid
             inbox.add(read_fd)
         mine = _search(
@@ -243,9 +237,8 @@ def _explore_jobs(
     return outcome
 
 
-def _job(
-    parent: Campaign,
-    job: int,
+def _job_search(
+    campaign: Campaign,
     out_fd: int,
     *,
     budget: int,
@@ -253,37 +246,17 @@ def _job(
     database_dir: Path | None,
     max_steps: int,
 ) -> None:  # pragma: no cover - runs in a forked job
-    code = 0
-    try:
-        from harness.campaign import Campaign
-        from harness.supervisor import _die_with_parent
-
-        _die_with_parent(os.getppid())
-        settings = replace(
-            parent.given_settings, workdir=parent.workdir / f"explore-{job + 1}", keep_workdir=True
-        )
-        assert settings.workdir is not None
-        settings.workdir.mkdir(parents=True, exist_ok=True)
-        with Campaign(settings) as campaign:
-            found = _search(
-                campaign,
-                budget=budget,
-                seed=seed,
-                database_dir=database_dir,
-                max_steps=max_steps,
-                on_case=lambda r: _jobpipe.send(out_fd, "case", r),
-            )
-        _jobpipe.send(
-            out_fd,
-            "done",
-            ExploreResult(minimal=found.minimal, failures_seen=found.failures_seen),
-        )
-    except BaseException:
-        code = 1
-        with contextlib.suppress(Exception):
-            _jobpipe.send(out_fd, "error", traceback.format_exc())
-    finally:
-        os._exit(code)
+    """One side-by-side search: stream each case, then the search's own outcome."""
+    found = _search(
+        campaign,
+        budget=budget,
+        seed=seed,
+        database_dir=database_dir,
+        max_steps=max_steps,
+        on_case=lambda r: _jobpipe.send(out_fd, "case", r),
+    )
+    done = ExploreResult(minimal=found.minimal, failures_seen=found.failures_seen)
+    _jobpipe.send(out_fd, "done", done)
 
 
 def _job_seed(seed: int, job: int) -> int:

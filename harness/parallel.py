@@ -15,13 +15,12 @@ import contextlib
 import fcntl
 import os
 import signal
-import traceback
 from collections.abc import Callable
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from harness import _jobpipe
-from harness.campaign import Campaign, CampaignSettings, CaseResult
+from harness.campaign import Campaign, CaseResult
 from harness.errors import BadInputError, HarnessError
 from harness.schedule import CaseSpec
 
@@ -74,17 +73,9 @@ def run_cases(
         # Jobs 2..n are forked, each with a campaign of its own; job 1 is this process, on
         # the campaign (and provider) it already has, so no core waits for a provider start.
         for job in range(1, jobs):
-            job_settings = replace(
-                campaign.given_settings,
-                workdir=campaign.workdir / f"job-{job + 1}",
-                keep_workdir=True,
+            pid, read_fd = _jobpipe.start_job(
+                campaign, f"job-{job + 1}", partial(_work, cases=cases, counter=counter)
             )
-            read_fd, write_fd = _jobpipe.open_pipe()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the job process
-                os.close(read_fd)
-                _job(job_settings, cases, counter, write_fd)
-            os.close(write_fd)
             children[read_fd] = (pid, job)
             inbox.add(read_fd)
         while (index := _claim(counter)) < len(cases):
@@ -122,22 +113,7 @@ def _claim(counter: Path) -> int:
         return taken
 
 
-def _job(
-    settings: CampaignSettings, cases: list[CaseSpec], counter: Path, out_fd: int
-) -> None:  # pragma: no cover
-    code = 0
-    try:
-        from harness.supervisor import _die_with_parent
-
-        _die_with_parent(os.getppid())
-        assert settings.workdir is not None
-        Path(settings.workdir).mkdir(parents=True, exist_ok=True)
-        with Campaign(settings) as campaign:
-            while (index := _claim(counter)) < len(cases):
-                _jobpipe.send(out_fd, "case", campaign.run(cases[index]))
-    except BaseException:
-        code = 1
-        with contextlib.suppress(Exception):
-            _jobpipe.send(out_fd, "error", traceback.format_exc())
-    finally:
-        os._exit(code)
+def _work(campaign: Campaign, out_fd: int, *, cases: list[CaseSpec], counter: Path) -> None:
+    """A forked job: run the next untaken case until none is left."""
+    while (index := _claim(counter)) < len(cases):  # pragma: no cover - in the job
+        _jobpipe.send(out_fd, "case", campaign.run(cases[index]))

@@ -134,17 +134,7 @@ class ScenarioError(BadInputError):
 
 
 def _import_function(ref: str, where: str) -> Any:
-    import importlib
-    import os
-    import sys
-
-    module_name, _, attr = ref.partition(":")
-    if os.getcwd() not in sys.path:  # the user's own module, next to their scenarios
-        sys.path.insert(0, os.getcwd())
-    try:
-        found = getattr(importlib.import_module(module_name), attr, None)
-    except ImportError as exc:
-        raise BadInputError(f"{where}: cannot import {module_name!r}: {exc}") from None
+    found = systems.import_attr(ref, where=where, error=BadInputError)
     if not callable(found):
         raise BadInputError(f"{where}: {ref!r} is not a function (expected module:function)")
     return found

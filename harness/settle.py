@@ -17,7 +17,6 @@ A delivery still pending at the deadline is a liveness failure with its age (the
 
 from __future__ import annotations
 
-import importlib
 import os
 import shlex
 import subprocess
@@ -74,17 +73,15 @@ def _callable(ref: str) -> Callable[[WorkerConfig], Any] | None:
     """``module:function`` as a callable, or None when ``ref`` is a command line."""
     if " " in ref.strip() or ref.count(":") != 1:
         return None
-    module_name, _, attr = ref.partition(":")
+    module_name = ref.partition(":")[0]
     if not module_name.replace(".", "").replace("_", "").isalnum():
         return None
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BadInputError(f"settle: cannot import {module_name!r} for {ref!r}: {exc}") from None
-    found = getattr(module, attr, None)
+    from harness.systems import import_attr
+
+    found = import_attr(ref, where=f"settle: {ref!r}", error=BadInputError)
     if not callable(found):
         raise BadInputError(f"settle: {ref!r} is not a function")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def _call(ref: str, config: WorkerConfig, timeout_s: float, *, what: str) -> tuple[bool, str]:

@@ -155,6 +155,7 @@ class Supervisor:
         self.workdir = workdir
         self._live: dict[int, RunningWorker] = {}
         self._cgroup_parent: str | None = None
+        self._cgroup_owner = os.getpid()
         self._cgroup_checked = False
         self._started = 0
 
@@ -170,6 +171,7 @@ class Supervisor:
                 base = _tree.cgroup2_base()
                 if base is not None:
                     _tree.sweep_stale(base, CGROUP_PREFIX)
+                    self._cgroup_owner = os.getpid()
                     self._cgroup_parent = _tree.make_cgroup(base, f"{CGROUP_PREFIX}{os.getpid()}")
         return self._cgroup_parent
 
@@ -436,8 +438,9 @@ class Supervisor:
         """After the worker's first process is reaped: kill what is left, drop its cgroup."""
         if worker.tree is None:
             return 0
-        left = {pid for pid in worker.tree.members() - {worker.pid} if not _tree.dying(pid)}
-        if left or worker.tree.members() - {worker.pid}:
+        remaining = worker.tree.members() - {worker.pid}
+        left = {pid for pid in remaining if not _tree.dying(pid)}
+        if remaining:
             worker.tree.kill()
         if worker.tree.cgroup is not None:
             worker.tree.wait_empty(DUMP_GRACE_S)
@@ -539,14 +542,9 @@ class Supervisor:
             if worker is not None:
                 self._end_tree(worker)
                 worker.close_pipes()
-        if self._cgroup_parent is not None and self._cgroup_parent_is_mine():
-            _tree.remove_cgroup(self._cgroup_parent)
-
-    def _cgroup_parent_is_mine(self) -> bool:
         # a forked job process inherits this object; only the creator removes the directory
-        return self._cgroup_parent is not None and self._cgroup_parent.endswith(
-            f"{CGROUP_PREFIX}{os.getpid()}"
-        )
+        if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():
+            _tree.remove_cgroup(self._cgroup_parent)
 
 
 def wait_readable(fds: list[int], timeout_s: float | None) -> list[int]:

@@ -96,6 +96,22 @@ def command_system(
     )
 
 
+def import_attr(ref: str, *, where: str, error: type[Exception] = UnknownSystemError) -> object:
+    """The object a user names as ``module:attr`` (their own modules, next to their scenarios,
+    are importable from the working directory); ``error`` says what cannot be imported."""
+    import os
+    import sys
+
+    module_name, _, attr = ref.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise error(f"{where}: cannot import {module_name!r}: {exc}") from None
+    return getattr(module, attr, None)
+
+
 def resolve(name: str) -> System:
     """Turn ``--system`` into a System, or say clearly what exists."""
     if name == "reference":
@@ -112,17 +128,7 @@ def resolve(name: str) -> System:
             )
         return CATALOGUE[key]()
     if ":" in name:
-        module_name, _, attr = name.partition(":")
-        import os
-        import sys
-
-        if os.getcwd() not in sys.path:  # the user's own module, next to their scenarios
-            sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UnknownSystemError(f"--system: cannot import {module_name!r}: {exc}") from None
-        found = getattr(module, attr, None)
+        found = import_attr(name, where="--system", error=UnknownSystemError)
         if not isinstance(found, System):
             raise UnknownSystemError(
                 f"--system: {name!r} is not a harness.systems.System (got {type(found).__name__})"
