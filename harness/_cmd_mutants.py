@@ -15,7 +15,6 @@ import json
 import secrets
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from harness import _scratch
 from harness.errors import BadInputError, ExitStatus
 
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ def mutants(
     from harness import _db
     from harness.mutants import CATALOGUE
 
-    workdir = Path(tempfile.mkdtemp(prefix="crash-harness-mutants-"))
+    workdir = _scratch.make_workdir("crash-harness-mutants-")
     try:
         unknown = sorted(set(only) - set(CATALOGUE))
         if unknown:

@@ -222,7 +222,9 @@ def new_target(base_url: str | None, *, workdir: Path, case_slug: str) -> Databa
         for suffix in ("-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
         return DatabaseTarget(url=url)
-    schema = f"ch_{case_slug}_{secrets.token_hex(3)}"[:63]
+    # PostgreSQL keeps 63 bytes of a name: shorten the slug, never the random part (a long
+    # case id cut to the same prefix twice would collide with a schema kept for forensics).
+    schema = f"ch_{case_slug[:53]}_{secrets.token_hex(3)}"
     engine = open_engine(base_url)
     try:
         with engine.begin() as conn:
@@ -298,7 +300,8 @@ def snapshot(target: DatabaseTarget, name: str) -> str:
         src.close()
         dst.close()
         return snap
-    snap_schema = f"{target.schema}_{name}"[:63]
+    # within PostgreSQL's 63 bytes, and never the case's own name cut short
+    snap_schema = f"{target.schema[:40]}_{name[:12]}_{secrets.token_hex(3)}"
     engine = open_engine(target.url)
     try:
         with engine.begin() as conn:

@@ -13,7 +13,6 @@ import hashlib
 import secrets
 import shlex
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -24,7 +23,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
-from harness import _db
+from harness import _db, _scratch
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext
 from harness.clock import SharedClock
@@ -219,7 +218,7 @@ class Campaign:
             _db.check_reachable(settings.db_url)
         self.workload = workload_for(settings)
         self.made_workdir = settings.workdir is None
-        self.workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="crash-harness-"))
+        self.workdir = settings.workdir or _scratch.make_workdir("crash-harness-")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.secret = secrets.token_urlsafe(24)
         self._stack = contextlib.ExitStack()

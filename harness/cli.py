@@ -112,11 +112,10 @@ def certify(
     """
     import contextlib
     import shutil
-    import tempfile
 
     from click.core import ParameterSource
 
-    from harness import _db, systems
+    from harness import _db, _scratch, systems
     from harness.campaign import (
         CampaignSettings,
         CaseResult,
@@ -180,7 +179,7 @@ def certify(
             plan, full = [c.id for c in planned], cases is None
         # The CLI owns the work dir so each case's trace can be read for the report while the
         # campaign runs; it is dropped below on the campaign's own rule (all passed, not kept).
-        settings.workdir = Path(tempfile.mkdtemp(prefix="crash-harness-"))
+        settings.workdir = _scratch.make_workdir("crash-harness-")
         live = LiveReport(
             settings,
             report_dir,

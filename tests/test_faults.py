@@ -32,6 +32,12 @@ FAULT_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     ),
     "roster_change@after_result_commit#1": ("recompute_destinations", "frozen_destinations", {}),
     "restore_backup@after_provider_accept#1": ("new_key_per_attempt", "restore_no_replay", {}),
+    # a backup older than the key's window: found by explore, now in the reference
+    "restore_backup@after_claim#1+clock_jump@after_claim#1": (
+        "trusts_restored_ledger",
+        "restore_no_replay",
+        {},
+    ),
     "clock_jump@before_retry#1": ("ignores_key_window", "retry_within_window", {}),
     "provider_accept_then_drop:2": ("unknown_as_failed", "accepted_reconciled_or_unknown", {}),
     "provider_timeout:3": ("unknown_as_failed", "accepted_reconciled_or_unknown", {}),

@@ -22,6 +22,7 @@ from harness.mutants import (
     resend_after_interrupted_recovery,
     shared_done_flag,
     transcript_rebuild,
+    trusts_restored_ledger,
     unknown_as_failed,
 )
 from harness.systems import System
@@ -41,4 +42,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "no_watchdog": no_watchdog.system,
     "recompute_destinations": recompute_destinations.system,
     "resend_after_interrupted_recovery": resend_after_interrupted_recovery.system,
+    "trusts_restored_ledger": trusts_restored_ledger.system,
 }

@@ -65,6 +65,7 @@ class UnfencedLedger(Ledger):
                 key_window_s=row.key_window_s,
                 provider_message_id=row.provider_message_id,
                 epoch=row.lease_epoch,  # never bumped, so every "fenced" update matches
+                created_at=row.created_at,
             )
 
 

@@ -64,6 +64,8 @@ class Claim:
     key_window_s: float
     provider_message_id: str | None
     epoch: int
+    #: when the delivery row was written (a restored ledger keeps it, with no attempts)
+    created_at: float
 
 
 # -- the statements ----------------------------------------------------------------------------
@@ -82,7 +84,7 @@ _QUEUED = "FROM deliveries d JOIN delivery_queue q ON q.delivery_id = d.delivery
 _CLAIM = (
     "SELECT d.delivery_id, d.run_id, d.destination, d.body, d.recognizer, d.idempotency_key,"
     " d.delivery_status, d.attempt_count, d.first_attempt_at, d.key_window_s,"
-    " d.provider_message_id, d.lease_epoch, d.credential_id, d.destination_scope"
+    " d.provider_message_id, d.lease_epoch, d.credential_id, d.destination_scope, d.created_at"
     f" {_QUEUED} WHERE {_DUE}{{only}}"
     " ORDER BY d.next_attempt_at, d.delivery_id LIMIT 1{lock}"
 )
@@ -220,6 +222,7 @@ class _ClaimRow(NamedTuple):
     lease_epoch: int
     credential_id: str
     destination_scope: str
+    created_at: float
 
 
 class _AuditRow(NamedTuple):
@@ -498,6 +501,7 @@ class Ledger:
                 key_window_s=row.key_window_s,
                 provider_message_id=row.provider_message_id,
                 epoch=epoch,
+                created_at=row.created_at,
             )
 
     def next_wakeup(self) -> tuple[float | None, float | None] | None:

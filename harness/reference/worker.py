@@ -148,6 +148,15 @@ class ReferenceWorker:
         if claim.provider_message_id is not None:
             self.finish(claim)  # the answer was persisted before a crash: never resend
             return
+        if self.may_have_forgotten_a_send(claim):
+            # A ledger restored from a backup older than the key's window: nothing says this
+            # delivery was sent, and nothing (no live key) would stop a second copy if it was.
+            if self.reconcile(claim):
+                return
+            if not self.provider.can_reconcile:
+                self.ledger.persist_terminal(claim, "review", "restored past key window; unsure")
+                boundary("after_response_persisted")
+                return
         if claim.attempt_count > 0:
             if self.reconcile(claim):
                 return
@@ -167,6 +176,24 @@ class ReferenceWorker:
     def key_for_attempt(self, claim: Claim, attempt: int) -> str:
         """Every attempt uses the key fixed at enqueue time."""
         return claim.idempotency_key
+
+    def may_have_forgotten_a_send(self, claim: Claim) -> bool:
+        """True for a delivery with no recorded attempt that is older than its key's window.
+
+        A fresh delivery is first sent at once, well inside its window. One that is past it
+        with no attempt on record is what a restored backup looks like: the ledger may have
+        lost a send, and the provider no longer dedupes the key, so only a reconciliation
+        (or a person) can tell whether sending would deliver it twice.
+
+        Only for a key the provider honours (window > 0): where it dedupes nothing, every
+        first send would qualify, and a lookup before each send is a different design.
+        """
+        if claim.attempt_count > 0 or self.provider.key_window_s is None:
+            return False
+        if claim.key_window_s <= 0:
+            return False
+        margin = self.config.request_timeout_s
+        return self.clock.now() + margin >= claim.created_at + claim.key_window_s
 
     def within_window(self, claim: Claim) -> bool:
         if claim.first_attempt_at is None:
