@@ -100,3 +100,34 @@ def test_preset_scenarios_load_and_refuse_a_window_without_a_key(tmp_path: Path)
     )
     with pytest.raises(BadInputError, match="no_such"):
         scenario_mod.load(bad)
+
+
+def _restored(system: str, preset: str, tmp_path: Path, options: dict[str, Any]) -> Any:
+    result = run_campaign(
+        CampaignSettings(
+            system=systems.resolve(system),
+            seed=5,
+            workdir=tmp_path,
+            provider_preset=preset,
+            provider_options=options,
+            cases=[CaseSpec.parse("restore_backup@after_claim#1")],
+        )
+    )
+    (case,) = result.cases
+    return case
+
+
+@pytest.mark.parametrize(("preset", "options"), [("chat", {"strip_metadata": True}), ("smtp", {})])
+def test_a_restored_ledger_is_reconciled_where_nothing_dedupes(
+    preset: str, options: dict[str, Any], tmp_path: Path
+) -> None:
+    """No key, so the restored ledger's "never sent" is checked on the surface first (explore
+    found the reference sending twice here); the mutant that trusts the ledger replays."""
+    held = _restored("reference", preset, tmp_path / "reference", options)
+    assert held.verdict is Status.PASS, {
+        n: r.summary for n, r in held.invariants.items() if r.status is not Status.PASS
+    }
+    assert held.accepted == held.intended
+    broken = _restored("mutant:trusts_restored_ledger", preset, tmp_path / "mutant", options)
+    assert broken.invariants["restore_no_replay"].status is Status.FAIL
+    assert broken.accepted > broken.intended

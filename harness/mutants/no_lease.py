@@ -66,6 +66,7 @@ class UnfencedLedger(Ledger):
                 provider_message_id=row.provider_message_id,
                 epoch=row.lease_epoch,  # never bumped, so every "fenced" update matches
                 created_at=row.created_at,
+                claimed_at=now,
             )
 
 

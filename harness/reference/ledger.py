@@ -66,6 +66,8 @@ class Claim:
     epoch: int
     #: when the delivery row was written (a restored ledger keeps it, with no attempts)
     created_at: float
+    #: when this lease was taken (the ledger's clock)
+    claimed_at: float
 
 
 # -- the statements ----------------------------------------------------------------------------
@@ -502,6 +504,7 @@ class Ledger:
                 provider_message_id=row.provider_message_id,
                 epoch=epoch,
                 created_at=row.created_at,
+                claimed_at=now,
             )
 
     def next_wakeup(self) -> tuple[float | None, float | None] | None:

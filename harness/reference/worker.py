@@ -153,8 +153,11 @@ class ReferenceWorker:
             # delivery was sent, and nothing (no live key) would stop a second copy if it was.
             if self.reconcile(claim):
                 return
-            if not self.provider.can_reconcile:
-                self.ledger.persist_terminal(claim, "review", "restored past key window; unsure")
+            if not self.provider.can_reconcile and not self.key_still_dedupes(claim):
+                # nothing could be inspected, and the key no longer covers a second copy.
+                # (With no attempt on record no fenced worker can be mid-send, so after a
+                # conclusive "not found" sending is safe.)
+                self.ledger.persist_terminal(claim, "review", "send may be lost from ledger")
                 boundary("after_response_persisted")
                 return
         if claim.attempt_count > 0:
@@ -178,22 +181,35 @@ class ReferenceWorker:
         return claim.idempotency_key
 
     def may_have_forgotten_a_send(self, claim: Claim) -> bool:
-        """True for a delivery with no recorded attempt that is older than its key's window.
+        """True when "no attempt on record" may not mean "never sent", and a second copy
+        would not be deduplicated: reconcile before this first send.
 
-        A fresh delivery is first sent at once, well inside its window. One that is past it
-        with no attempt on record is what a restored backup looks like: the ledger may have
-        lost a send, and the provider no longer dedupes the key, so only a reconciliation
-        (or a person) can tell whether sending would deliver it twice.
+        A ledger restored from a backup has lost the attempts made after the backup. A fresh
+        delivery is claimed at once and sent inside its key's window, so two shapes give a
+        restore away:
 
-        Only for a key the provider honours (window > 0): where it dedupes nothing, every
-        first send would qualify, and a lookup before each send is a different design.
+        - with a key the provider honours, a delivery older than the window (the provider no
+          longer dedupes a copy: a day-old nightly restored, for a payments API);
+        - where nothing dedupes (no key: chat, SMTP; or a window of 0), a delivery that
+          waited a lease or more before this claim (a crash-and-restart gap, or a restore).
+          Its claim time decides, not "now": a worker paused after claiming has already
+          made its choice, as the fencing epoch has.
         """
-        if claim.attempt_count > 0 or self.provider.key_window_s is None:
+        if claim.attempt_count > 0:
             return False
-        if claim.key_window_s <= 0:
-            return False
+        if self.provider.key_window_s is None or claim.key_window_s <= 0:
+            return claim.claimed_at - claim.created_at >= self.config.lease_s
         margin = self.config.request_timeout_s
         return self.clock.now() + margin >= claim.created_at + claim.key_window_s
+
+    def key_still_dedupes(self, claim: Claim) -> bool:
+        """Whether a copy sent now would still be deduplicated against the delivery's
+        earliest possible send (its creation); True where there is no key at all, since a
+        conclusive inspection is then the only guard there is."""
+        if self.provider.key_window_s is None:
+            return True
+        margin = self.config.request_timeout_s
+        return self.clock.now() + margin < claim.created_at + claim.key_window_s
 
     def within_window(self, claim: Claim) -> bool:
         if claim.first_attempt_at is None:
