@@ -127,3 +127,14 @@ def test_a_raise_inside_the_checker_is_unknown() -> None:
     result = run_checker(NAME, CHECKERS[NAME], _obs([_eff(1, 1.0)], policy))
     assert result.status is Status.UNKNOWN
     assert "TypeError" in result.evidence["traceback"]
+
+
+def test_a_provider_without_keys_has_no_window_to_keep() -> None:
+    """Chat and SMTP ignore keys: the same late reuse that fails on a keyed provider is no
+    window violation there (a duplicate it made is exactly_once_effect's to flag)."""
+    late = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1000.0 + DAY + 60)]
+    keyed = run_checker(NAME, CHECKERS[NAME], _obs(late))
+    assert keyed.status is Status.FAIL
+    keyless = run_checker(NAME, CHECKERS[NAME], _obs(late, replace(SAFE, provider_keys=False)))
+    assert keyless.status is Status.PASS, keyless
+    assert keyless.evidence["provider_keys"] is False

@@ -137,6 +137,9 @@ class Policy:
     credential_scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: whether the provider can be asked about a key after a timeout
     provider_lookup: bool = True
+    #: whether the provider dedupes by idempotency key at all (False: chat, SMTP; there is
+    #: no window to keep, and a resend is judged by the effects it makes)
+    provider_keys: bool = True
     #: how long past ``next_attempt_at`` an unsettled item may sit before it must be flagged
     liveness_grace_s: float = 1.0
     #: the longest one attempt may take (the worker's request timeout); None: use ``lease_s``

@@ -108,6 +108,14 @@ def dynamic_check(
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     policy = obs.policy
+    if policy is not None and not policy.provider_keys:
+        # A key the provider ignores has no window: a resend there is safe only after an
+        # inspection, and whether it duplicated is exactly_once_effect's question.
+        return CheckResult(
+            Status.PASS,
+            "the provider has no idempotency keys: no window to keep",
+            {"fired": [], "provider_keys": False},
+        )
     window_of: dict[str, float] = {}
     if obs.ledger is not None:
         window_of = {
