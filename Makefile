@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_cycle.py
 	$(BIN)/python benchmarks/bench_boundary.py
 	$(BIN)/python benchmarks/bench_sweep_explore.py
+	$(BIN)/python benchmarks/bench_schedule_cost.py
 	$(BIN)/python benchmarks/bench_jobs.py
 
 clean:
