@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from harness.invariants import CHECKERS, EffectRow, Observation, Policy, Status, run_checker
 from harness.mutants import backoff_past_window
+from harness.trace import TraceEvent
 
 NAME = "retry_within_window"
 DAY = 86_400.0
@@ -138,3 +139,29 @@ def test_a_provider_without_keys_has_no_window_to_keep() -> None:
     keyless = run_checker(NAME, CHECKERS[NAME], _obs(late, replace(SAFE, provider_keys=False)))
     assert keyless.status is Status.PASS, keyless
     assert keyless.evidence["provider_keys"] is False
+
+
+def _restored(effects: list[EffectRow], cut: int, policy: Policy) -> Observation:
+    restore = TraceEvent(
+        t=0.0, event="restore", worker="harness", pid=0, detail={"effects_seq": cut}
+    )
+    return replace(_obs(effects, policy), trace=(restore,))
+
+
+def test_a_failed_use_the_restored_ledger_forgot_is_not_a_retry() -> None:
+    """Window 0, one attempt: a 503, then a restore erases the attempt, and the worker sends
+    once more. Without the restore that is a retry past the window; across it, the ledger's
+    lost memory (listed apart). If the forgotten use had landed, the reuse is still flagged."""
+    no_dedupe = replace(SAFE, key_window_s=0.0, max_attempts=1)
+    effects = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1030.0)]
+    plain = run_checker(NAME, CHECKERS[NAME], _obs(effects, no_dedupe))
+    assert plain.status is Status.FAIL
+    across = run_checker(NAME, CHECKERS[NAME], _restored(effects, 1, no_dedupe))
+    assert across.status is Status.PASS, across
+    forgotten = across.evidence["dynamic"]["reused_after_restore_without_effect"]
+    assert [f["effect"]["seq"] for f in forgotten] == [2]
+    landed = [_eff(1, 1000.0), _eff(2, 1030.0)]
+    replayed = run_checker(NAME, CHECKERS[NAME], _restored(landed, 1, no_dedupe))
+    assert replayed.status is Status.FAIL
+    after_cut = run_checker(NAME, CHECKERS[NAME], _restored(effects, 2, no_dedupe))
+    assert after_cut.status is Status.FAIL  # both uses before the restore: a plain retry

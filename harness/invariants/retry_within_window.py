@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.invariants._evidence import effect_evidence
+from harness.invariants._evidence import detail_of, effect_evidence
 from harness.invariants._model import CheckResult, EffectRow, Observation, Policy, Status, need
 
 NAME = "retry_within_window"
@@ -67,18 +67,32 @@ def static_check(policy: Policy) -> dict[str, Any]:
 
 
 def dynamic_check(
-    effects: tuple[EffectRow, ...], window_of: dict[str, float], default_window: float | None
+    effects: tuple[EffectRow, ...],
+    window_of: dict[str, float],
+    default_window: float | None,
+    restore_cuts: tuple[int, ...] = (),
 ) -> dict[str, Any]:
-    """Did any request reuse a key after its window, on the provider's clock?"""
+    """Did any request reuse a key after its window, on the provider's clock?
+
+    ``restore_cuts`` are the provider's last sequence numbers before each restore from
+    backup. A reuse whose earlier uses all fell before such a cut and made no effect is the
+    restored ledger's lost memory, not a retry the worker chose: it is listed apart and not
+    flagged (a replayed *effect* is restore_no_replay's and exactly_once_effect's to flag).
+    """
     first: dict[tuple[str | None, str], EffectRow] = {}
+    uses: dict[tuple[str | None, str], list[EffectRow]] = {}
     expired: list[dict[str, Any]] = []
     late: list[dict[str, Any]] = []
+    forgotten: list[dict[str, Any]] = []
     unwindowed = 0
     for eff in sorted(effects, key=lambda e: e.seq):
         if eff.outcome not in _KEYED:
             continue
         ident = (eff.credential_id, eff.idempotency_key)
         opener = first.setdefault(ident, eff)
+        earlier = uses.setdefault(ident, [])
+        earlier_uses = list(earlier)
+        earlier.append(eff)
         if eff.outcome == "expired_then_accepted":  # the provider itself says: too late
             expired.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
         if opener is eff:
@@ -86,6 +100,9 @@ def dynamic_check(
         window = window_of.get(eff.delivery_id, default_window)
         if window is None:
             unwindowed += 1
+            continue
+        if _forgotten_by_restore(earlier_uses, eff, restore_cuts):
+            forgotten.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
             continue
         if eff.received_at >= opener.received_at + window:
             late.append(
@@ -102,7 +119,19 @@ def dynamic_check(
         "expired_then_accepted": expired,
         "reused_after_window": late,
         "repeats_without_known_window": unwindowed,
+        "reused_after_restore_without_effect": forgotten,
     }
+
+
+def _forgotten_by_restore(
+    earlier: list[EffectRow], eff: EffectRow, restore_cuts: tuple[int, ...]
+) -> bool:
+    """Every earlier use of the key came before a restore that precedes ``eff``, and none of
+    them made an effect."""
+    if not earlier or any(e.accepted or e.outcome == "deduplicated" for e in earlier):
+        return False
+    last = max(e.seq for e in earlier)
+    return any(last <= cut < eff.seq for cut in restore_cuts)
 
 
 def check(obs: Observation) -> CheckResult:
@@ -128,7 +157,12 @@ def check(obs: Observation) -> CheckResult:
         if policy is not None
         else {"fired": False, "checked": False, "why": "no retry policy was recorded"}
     )
-    dynamic = dynamic_check(effects, window_of, policy.key_window_s if policy else None)
+    cuts = tuple(
+        seq
+        for ev in obs.trace
+        if ev.event == "restore" and isinstance(seq := detail_of(ev).get("effects_seq"), int)
+    )
+    dynamic = dynamic_check(effects, window_of, policy.key_window_s if policy else None, cuts)
     evidence = {"static": static, "dynamic": dynamic}
     fired = [name for name, part in evidence.items() if part["fired"]]
     if fired:
