@@ -127,18 +127,20 @@ def _execute(
         settings.jobs = jobs
         shard_info: dict[str, Any] | None = None
         if shard is not None:
-            if mode == "sweep":
-                raise BadInputError("--shard: shard a sweep by listing its cases (run --case)")
-            planned = [c.id for c in cases]
-            cases = shard_cases(cases, shard)
+            shard_cases(cases, shard)  # checks the i/n spelling, whatever the mode
             index, count = (int(part) for part in shard.split("/"))
-            # what `crash-harness report merge` needs to put the shards back together
-            shard_info = {
-                "spec": f"{index}/{count}",
-                "index": index,
-                "count": count,
-                "plan": planned,
-            }
+            # what `crash-harness report merge` needs to put the shards back together (a
+            # sweep knows its plan only after its dry run: filled in below)
+            shard_info = {"spec": f"{index}/{count}", "index": index, "count": count}
+            if mode == "sweep" and (depth or scenario.depth) > 1:
+                raise BadInputError(
+                    "--shard: a depth-2 sweep plans its second crashes from the first ones'"
+                    " results, so it cannot be split before it runs; shard a depth-1 sweep"
+                    " (--depth 1), or list the cases and run --case"
+                )
+            if mode != "sweep":
+                shard_info["plan"] = [c.id for c in cases]
+                cases = shard_cases(cases, shard)
         if mode != "sweep":
             settings.cases = cases
         with Campaign(settings) as campaign:
@@ -147,10 +149,16 @@ def _execute(
                 result.extra["shard"] = shard_info
             if mode == "sweep":
                 results, coverage = sweep(
-                    campaign, depth=depth or scenario.depth, on_case=print_case, jobs=jobs
+                    campaign,
+                    depth=depth or scenario.depth,
+                    on_case=print_case,
+                    jobs=jobs,
+                    shard=None if shard_info is None else (index, count),
                 )
                 result.cases.extend(results)
                 result.extra["sweep"] = coverage.to_json()
+                if shard_info is not None:
+                    shard_info["plan"] = coverage.plan
                 settings.cases = [r.spec for r in results]  # the report's plan is what ran
             else:
                 result.cases.extend(run_cases(campaign, cases, jobs=jobs, on_case=print_case))
@@ -176,9 +184,10 @@ def _execute(
     paths = report.write_reports(result, report_dir)
     if "sweep" in result.extra:
         cov = result.extra["sweep"]
+        where = f" of shard {shard}" if shard is not None else ""
         click.echo(
-            f"sweep coverage: {cov['pairs_covered']}/{cov['pairs_expected']} (boundary, hit)"
-            f" pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
+            f"sweep coverage{where}: {cov['pairs_covered']}/{cov['pairs_expected']}"
+            f" (boundary, hit) pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
         )
     if "determinism" in result.extra:
         sample = result.extra["determinism"]

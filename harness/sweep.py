@@ -23,6 +23,8 @@ class SweepCoverage:
     #: depth-2 cases planned and those whose second crash fired
     second_planned: int = 0
     second_fired: int = 0
+    #: the depth-1 plan in order (dry run, then one crash per pair), whatever the shard
+    plan: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         missing = sorted(self.expected - self.covered)
@@ -42,23 +44,42 @@ def sweep(
     on_case: Callable[[CaseResult], None] | None = None,
     limit: int | None = None,
     jobs: int = 1,
+    shard: tuple[int, int] | None = None,
 ) -> tuple[list[CaseResult], SweepCoverage]:
-    """Run the dry run, then every first crash it makes possible (and second ones at depth 2)."""
+    """Run the dry run, then every first crash it makes possible (and second ones at depth 2).
+
+    With ``shard=(i, n)`` (depth 1 only) every shard runs the dry run to plan, then keeps the
+    i-th of every n cases of the plan (the dry run first, then one crash per (boundary, hit)):
+    the shards' reports merge into the unsharded one (``crash-harness report merge``), and
+    each shard's coverage counts the pairs of its own slice.
+    """
     from harness.parallel import run_cases
 
+    if shard is not None and depth > 1:
+        from harness.errors import BadInputError
+
+        raise BadInputError(
+            "--shard: a depth-2 sweep plans its second crashes from the first ones' results,"
+            " so it cannot be split before it runs; shard a depth-1 sweep, or list the cases"
+        )
     coverage = SweepCoverage()
     dry = campaign.run(CaseSpec())
-    if on_case is not None:
-        on_case(dry)
-    results: list[CaseResult] = [dry]
     boundaries = campaign.settings.system.boundaries
     first_hits = dry.hits_by_worker.get("w1", {})
-    for boundary in boundaries:
-        for hit in range(1, first_hits.get(boundary, 0) + 1):
-            coverage.expected.add((boundary, hit))
-    planned = sorted(coverage.expected, key=lambda p: (boundaries.index(p[0]), p[1]))
-    if limit is not None:
-        planned = planned[:limit]
+    pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
+    coverage.plan = [dry.spec.id, *(CaseSpec("crash", b, h).id for b, h in pairs)]
+    keep_dry = True
+    if shard is not None:
+        index, count = shard
+        keep_dry = index == 1  # the dry run is the plan's first case
+        pairs = [p for k, p in enumerate(pairs, start=1) if k % count == index - 1]
+    results: list[CaseResult] = []
+    if keep_dry:
+        if on_case is not None:
+            on_case(dry)
+        results.append(dry)
+    coverage.expected.update(pairs)
+    planned = pairs if limit is None else pairs[:limit]
     firsts = run_cases(
         campaign, [CaseSpec("crash", b, h) for b, h in planned], jobs=jobs, on_case=on_case
     )

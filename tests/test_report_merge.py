@@ -183,3 +183,50 @@ def test_a_report_that_is_not_a_shard_is_refused(runs: Path, tmp_path: Path) -> 
     result = _merge(FIXTURE, runs / "s1" / "report.json", "--out", tmp_path / "m.json")
     assert result.exit_code == 2, result.output
     assert f"{FIXTURE}: field 'shard' is missing" in result.output
+
+
+def test_a_sharded_sweep_merges_into_the_unsharded_sweep(tmp_path: Path) -> None:
+    """Each shard dry-runs to plan, keeps its slice, and counts its own pairs; the merge has
+    the unsharded sweep's cases in order and its coverage (a missing shard's pairs missing)."""
+    procs = {
+        "full": _start("sweep", "reference-sweep", "--report-dir", "full", cwd=tmp_path),
+        **{
+            f"s{i}": _start(
+                "sweep",
+                "reference-sweep",
+                *("--shard", f"{i}/2", "--report-dir", f"s{i}", "--determinism", "0"),
+                cwd=tmp_path,
+            )
+            for i in (1, 2)
+        },
+    }
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"{name}: {out}\n{err}"
+    full = _load(tmp_path / "full" / "report.json")
+    shard2 = _load(tmp_path / "s2" / "report.json")
+    assert shard2["shard"]["plan"] == _ids(full)
+    assert _ids(shard2) == _ids(full)[1::2]
+    assert shard2["sweep"]["pairs_expected"] < full["sweep"]["pairs_expected"]
+    out = tmp_path / "merged.json"
+    result = _merge(tmp_path / "s2" / "report.json", tmp_path / "s1" / "report.json", "--out", out)
+    assert result.exit_code == 0, result.output
+    merged = _load(out)
+    assert _ids(merged) == _ids(full)
+    assert merged["sweep"] == full["sweep"]
+    assert merged["sweep"]["pairs_covered"] == merged["sweep"]["pairs_expected"] > 0
+    partial = tmp_path / "partial.json"
+    result = _merge(tmp_path / "s2" / "report.json", "--allow-partial", "--out", partial)
+    half = _load(partial)["sweep"]
+    assert half["pairs_expected"] == full["sweep"]["pairs_expected"]
+    assert half["pairs_covered"] == shard2["sweep"]["pairs_covered"]
+    assert len(half["pairs_missing"]) == half["pairs_expected"] - half["pairs_covered"]
+
+
+def test_a_depth_two_sweep_is_not_sharded(tmp_path: Path) -> None:
+    """Its second crashes come from the first ones' results: refused before anything runs."""
+    proc = _start("sweep", "reference-sweep", "--depth", "2", "--shard", "1/2", cwd=tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out + err
+    assert "depth-2 sweep" in out + err
+    assert not (tmp_path / "reports").exists()

@@ -97,6 +97,9 @@ def merge_reports(
         partial=bool(missing) or any(i not in done for i in plan),
         determinism=[d for k in order for d in reports[k].get("determinism") or ()],
     )
+    if all(isinstance(r.get("sweep"), Mapping) for r in reports):
+        absent = [i for i in range(1, count + 1) if i not in seen_shard]
+        data["sweep"] = _merged_sweep([reports[k]["sweep"] for k in order], plan, absent, count)
     # the shards ran elsewhere: say where, not where the merge ran
     data["environment"] = dict(first["environment"])
     data["database"] = first["database"]
@@ -229,6 +232,30 @@ def _check_same_campaign(
             f"{source}: field 'shard.plan' differs from {first_source}'s: the shards are not"
             " of one campaign (different case lists)"
         )
+
+
+def _merged_sweep(
+    parts: Sequence[Mapping[str, Any]], plan: Sequence[str], absent: Sequence[int], count: int
+) -> dict[str, Any]:
+    """A sharded sweep's coverage: each shard counted the (boundary, hit) pairs of its own
+    slice of the plan, so the covered counts add up; the pairs of an absent shard's slice are
+    missing with those its own shard missed. The plan's crashes are the denominator."""
+    position = {case_id: k for k, case_id in enumerate(plan)}
+    crashes = [c for c in plan if c.startswith("crash@")]
+    missing_set = {str(m) for part in parts for m in part.get("pairs_missing", ())}
+    missing_set |= {
+        plan[k].removeprefix("crash@")
+        for k in range(len(plan))
+        if plan[k].startswith("crash@") and (k % count) + 1 in absent
+    }
+    missing = sorted(missing_set, key=lambda pair: position.get(f"crash@{pair}", len(plan)))
+    return {
+        "pairs_expected": len(crashes),
+        "pairs_covered": sum(int(part.get("pairs_covered", 0)) for part in parts),
+        "pairs_missing": missing,
+        "depth2_planned": sum(int(part.get("depth2_planned", 0)) for part in parts),
+        "depth2_fired": sum(int(part.get("depth2_fired", 0)) for part in parts),
+    }
 
 
 def _full(report: Mapping[str, Any]) -> Any:
