@@ -5,7 +5,8 @@ worker's last connection checkpoints its WAL on exit: on a disk that is a few mi
 worker, which is most of what a fast case costs. The harness kills processes; it never cuts the
 power. So an fsync buys no durability a case can observe, and a RAM-backed ``tmpfs`` gives the
 same SQLite files, locks and crash semantics at memory speed. ``/dev/shm`` is used when it is a
-writable tmpfs; ``CRASH_HARNESS_TMPDIR`` picks another place (and ``--workdir`` a fixed one).
+writable tmpfs; ``CRASH_HARNESS_TMPDIR`` picks another place (``CampaignSettings.workdir`` a
+fixed one).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.campaign import Campaign, CaseResult
+from harness.errors import BadInputError
 from harness.schedule import CaseSpec, Step
 
 
@@ -56,8 +57,6 @@ def sweep(
     from harness.parallel import run_cases
 
     if shard is not None and depth > 1:
-        from harness.errors import BadInputError
-
         raise BadInputError(
             "--shard: a depth-2 sweep plans its second crashes from the first ones' results,"
             " so it cannot be split before it runs; shard a depth-1 sweep, or list the cases"

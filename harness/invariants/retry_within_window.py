@@ -79,7 +79,6 @@ def dynamic_check(
     restored ledger's lost memory, not a retry the worker chose: it is listed apart and not
     flagged (a replayed *effect* is restore_no_replay's and exactly_once_effect's to flag).
     """
-    first: dict[tuple[str | None, str], EffectRow] = {}
     uses: dict[tuple[str | None, str], list[EffectRow]] = {}
     expired: list[dict[str, Any]] = []
     late: list[dict[str, Any]] = []
@@ -89,10 +88,10 @@ def dynamic_check(
         if eff.outcome not in _KEYED:
             continue
         ident = (eff.credential_id, eff.idempotency_key)
-        opener = first.setdefault(ident, eff)
         earlier = uses.setdefault(ident, [])
-        earlier_uses = list(earlier)
+        forgotten_by_restore = _forgotten_by_restore(earlier, eff, restore_cuts)
         earlier.append(eff)
+        opener = earlier[0]
         if eff.outcome == "expired_then_accepted":  # the provider itself says: too late
             expired.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
         if opener is eff:
@@ -101,7 +100,7 @@ def dynamic_check(
         if window is None:
             unwindowed += 1
             continue
-        if _forgotten_by_restore(earlier_uses, eff, restore_cuts):
+        if forgotten_by_restore:
             forgotten.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
             continue
         if eff.received_at >= opener.received_at + window:
@@ -115,7 +114,7 @@ def dynamic_check(
             )
     return {
         "fired": bool(expired or late),
-        "keys_seen": len(first),
+        "keys_seen": len(uses),
         "expired_then_accepted": expired,
         "reused_after_window": late,
         "repeats_without_known_window": unwindowed,

@@ -149,14 +149,12 @@ class ReferenceWorker:
             self.finish(claim)  # the answer was persisted before a crash: never resend
             return
         if self.may_have_forgotten_a_send(claim):
-            # A ledger restored from a backup older than the key's window: nothing says this
-            # delivery was sent, and nothing (no live key) would stop a second copy if it was.
+            # Perhaps sent before a restore, and nothing would stop a second copy: look first.
+            # (With no attempt on record no fenced worker can be mid-send, so after a
+            # conclusive "not found" sending is safe.)
             if self.reconcile(claim):
                 return
-            if not self.provider.can_reconcile and not self.key_still_dedupes(claim):
-                # nothing could be inspected, and the key no longer covers a second copy.
-                # (With no attempt on record no fenced worker can be mid-send, so after a
-                # conclusive "not found" sending is safe.)
+            if not self.provider.can_reconcile:  # nothing could be inspected: a person decides
                 self.ledger.persist_terminal(claim, "review", "send may be lost from ledger")
                 boundary("after_response_persisted")
                 return
@@ -201,15 +199,6 @@ class ReferenceWorker:
             return claim.claimed_at - claim.created_at >= self.config.lease_s
         margin = self.config.request_timeout_s
         return self.clock.now() + margin >= claim.created_at + claim.key_window_s
-
-    def key_still_dedupes(self, claim: Claim) -> bool:
-        """Whether a copy sent now would still be deduplicated against the delivery's
-        earliest possible send (its creation); True where there is no key at all, since a
-        conclusive inspection is then the only guard there is."""
-        if self.provider.key_window_s is None:
-            return True
-        margin = self.config.request_timeout_s
-        return self.clock.now() + margin < claim.created_at + claim.key_window_s
 
     def within_window(self, claim: Claim) -> bool:
         if claim.first_attempt_at is None:
