@@ -73,7 +73,8 @@ def merge_reports(
         seen_shard[index] = source
 
     count = int(first["shard"]["count"])
-    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in seen_shard]
+    absent = [i for i in range(1, count + 1) if i not in seen_shard]
+    missing = [f"{i}/{count}" for i in absent]
     if missing and not allow_partial:
         got = ", ".join(f"{_spec(r)} ({s})" for r, s in zip(reports, sources, strict=True))
         raise BadInputError(
@@ -98,7 +99,6 @@ def merge_reports(
         determinism=[d for k in order for d in reports[k].get("determinism") or ()],
     )
     if all(isinstance(r.get("sweep"), Mapping) for r in reports):
-        absent = [i for i in range(1, count + 1) if i not in seen_shard]
         data["sweep"] = _merged_sweep([reports[k]["sweep"] for k in order], plan, absent, count)
     # the shards ran elsewhere: say where, not where the merge ran
     data["environment"] = dict(first["environment"])
