@@ -132,6 +132,8 @@ class _Armed:
 
     rule: FaultRule
     matched: int = 0
+    #: requests this rule was applied to (the harness confirms a planned fault landed)
+    fired: int = 0
     rng: random.Random = field(default_factory=random.Random)
 
     @classmethod
@@ -347,6 +349,7 @@ class ProviderApp:
             Route("/_admin/reset", ("POST",), self._admin(self._reset)),
             Route("/_admin/faults", ("POST",), self._admin(self._set_faults)),
             Route("/_admin/faults", ("DELETE",), self._admin(self._clear_faults)),
+            Route("/_admin/faults", ("GET",), self._admin(self._fault_stats)),
             Route("/_admin/clock", ("POST",), self._admin(self._advance_clock)),
             Route("/_admin/in_flight", ("GET",), self._admin(self._in_flight)),
         ]
@@ -469,7 +472,7 @@ class ProviderApp:
         ``candidates`` are the request's match values (several for an SMTP message with
         several recipients: a rule matches if any of them does). Caller holds ``lock``.
         """
-        chosen: FaultRule | None = None
+        chosen: _Armed | None = None
         for armed in self._faults:
             if not any(armed.rule.matches(values) for values in candidates):
                 continue
@@ -479,8 +482,11 @@ class ProviderApp:
             # Draw for every eligible request, so one rule's dice never depend on others.
             fires = armed.rule.probability is None or armed.rng.random() < armed.rule.probability
             if fires and chosen is None:
-                chosen = armed.rule
-        return chosen
+                chosen = armed
+        if chosen is None:
+            return None
+        chosen.fired += 1
+        return chosen.rule
 
     def enter_flight(self, attempt: Attempt, stage: str) -> int:
         """Register a request as in flight (caller holds ``lock``); returns its token."""
@@ -671,6 +677,15 @@ class ProviderApp:
         with self.lock:
             self._faults = [_Armed.arm(rule) for rule in rules]
         return Reply(json_response(200, {"rules": [rule.to_json() for rule in rules]}))
+
+    def _fault_stats(self, _request: Request) -> Reply:
+        """The armed rules in order, with how many requests each matched and was applied to."""
+        with self.lock:
+            stats = [
+                {"rule": a.rule.to_json(), "matched": a.matched, "fired": a.fired}
+                for a in self._faults
+            ]
+        return Reply(json_response(200, {"epoch": self._epoch, "rules": stats}))
 
     def _clear_faults(self, _request: Request) -> Reply:
         with self.lock:

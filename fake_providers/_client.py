@@ -147,6 +147,11 @@ class AdminClient:
         """Replace the fault rules (their match counters start from zero)."""
         self._call("POST", "/_admin/faults", json={"rules": [rule.to_json() for rule in rules]})
 
+    def fault_stats(self) -> list[dict[str, Any]]:
+        """The armed rules in order: ``{"rule", "matched", "fired"}`` each, this epoch."""
+        rules: list[dict[str, Any]] = self._call("GET", "/_admin/faults")["rules"]
+        return rules
+
     def clear_faults(self) -> None:
         """Remove every fault rule."""
         self._call("DELETE", "/_admin/faults")

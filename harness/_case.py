@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace_arm
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from harness.supervisor import (
 )
 from harness.systems import System
 from harness.worker_config import WorkerConfig
+from harness.schedule import Step
 from harness.workload import Workload
 
 #: fresh workers a case may start to finish its work before it gives up
@@ -41,6 +43,42 @@ MAX_FINISH_WORKERS = 3
 
 #: outcomes that mean a worker did something the harness did not ask for
 ANOMALIES = (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
+
+
+class Landing(StrEnum):
+    """Whether a planned step happened. Only ``LANDED`` lets a case pass."""
+
+    #: the fault module saw its evidence: the crash line, the pause, the provider's record
+    LANDED = "landed"
+    #: the armed boundary hit never came (the worker finished first)
+    NOT_REACHED = "not_reached"
+    #: an earlier worker died or hung on its own, so the case stopped before this step
+    NOT_RUN = "not_run"
+    #: the step ran, but nothing shows it took effect
+    UNCONFIRMED = "unconfirmed"
+
+
+@dataclass
+class StepRecord:
+    """What became of one planned step, with the evidence a person can check."""
+
+    step: str
+    landing: Landing
+    detail: str
+    #: how often the step's boundary was reached by the worker it was armed on
+    hits_reached: int | None = None
+
+    @property
+    def landed(self) -> bool:
+        return self.landing is Landing.LANDED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "landing": self.landing.value,
+            "detail": self.detail,
+            "hits_reached": self.hits_reached,
+        }
 
 
 @dataclass
@@ -71,7 +109,13 @@ class CaseContext:
     #: how to tell that a third-party system has settled (None: a worker that ends has)
     settle: Settle | None = None
     started_at: float = field(default_factory=time.time)
+    #: one record per planned step, in order, once the step has run (or was skipped)
+    steps: list[StepRecord] = field(default_factory=list)
+    #: step index -> (position among the provider's rules, the rule the step added)
+    step_rules: dict[int, tuple[int, FaultRule]] = field(default_factory=dict)
     _spawned: int = 0
+    _step_index: int | None = None
+    _step_record: StepRecord | None = None
 
     @property
     def trace_path(self) -> Path:
@@ -193,13 +237,6 @@ class CaseContext:
             if self.anomalous:
                 return
 
-    def crash_landed(self, worker: RunningWorker) -> bool:
-        """Whether an armed crash fired in any process of ``worker`` (with the ``process``
-        scope the worker itself may go on and complete)."""
-        return any(
-            ev.event == "crash" and ev.worker == worker.name for ev in trace.read(self.trace_path)
-        )
-
     def wait_paused(self, worker: RunningWorker) -> Paused | None:
         return self.supervisor.wait_paused(worker, timeout_s=self.worker_deadline_s)
 
@@ -222,6 +259,76 @@ class CaseContext:
         """Time passes while a crashed worker is replaced: its lease lapses, as in production."""
         self.advance_clock(self.base_config.lease_s, reason="restart")
 
+    # -- what became of each planned step ----------------------------------------------------
+
+    def begin_step(self, index: int, step: Step) -> None:
+        self._step_index = index
+        self._step_record = None
+
+    def end_step(self, step: Step) -> StepRecord:
+        """Close the current step; one that said nothing about itself is *unconfirmed*."""
+        record = self._step_record or StepRecord(
+            str(step), Landing.UNCONFIRMED, "the fault module recorded no evidence that it acted"
+        )
+        self.steps.append(record)
+        self._step_index = self._step_record = None
+        return record
+
+    def skip_step(self, step: Step, why: str) -> None:
+        self.steps.append(StepRecord(str(step), Landing.NOT_RUN, why))
+
+    @property
+    def step_index(self) -> int:
+        assert self._step_index is not None, "no step is running"
+        return self._step_index
+
+    def landed(self, step: Step, detail: str, *, worker: RunningWorker | None = None) -> None:
+        """The step happened; ``detail`` says what shows it (kept in the report)."""
+        hits = None if worker is None else self.hits_of(worker, step.boundary)
+        self._step_record = StepRecord(str(step), Landing.LANDED, detail, hits)
+
+    def not_reached(self, step: Step, worker: RunningWorker) -> None:
+        """The armed hit never came: say how far the worker got, so the plan can be fixed."""
+        hits = self.hits_of(worker, step.boundary)
+        detail = (
+            f"{worker.name} reached {step.boundary} {hits} time(s) and ended; "
+            f"hit {step.hit} never came"
+        )
+        self._step_record = StepRecord(str(step), Landing.NOT_REACHED, detail, hits)
+        self.notes.append(f"{step}: not landed: {detail}")
+
+    def not_landed(self, step: Step, detail: str) -> None:
+        """The step ran but did not do what it is for (e.g. a race with a single racer)."""
+        self._step_record = StepRecord(str(step), Landing.UNCONFIRMED, detail)
+        self.notes.append(f"{step}: not landed: {detail}")
+
+    def hits_of(self, worker: RunningWorker, boundary: str | None) -> int:
+        """How many times any process of ``worker`` reached ``boundary`` (from the trace)."""
+        if boundary is None:
+            return 0
+        return max(
+            (
+                ev.hit or 0
+                for ev in trace.read(self.trace_path)
+                if ev.worker == worker.name and ev.boundary == boundary
+            ),
+            default=0,
+        )
+
+    def crash_event(self, worker: RunningWorker, step: Step) -> trace.TraceEvent | None:
+        """The trace line in which ``worker`` died at this step's armed boundary hit."""
+        return next(
+            (
+                ev
+                for ev in trace.read(self.trace_path)
+                if ev.event == "crash"
+                and ev.worker == worker.name
+                and ev.boundary == step.boundary
+                and ev.hit == step.hit
+            ),
+            None,
+        )
+
     # -- the world --------------------------------------------------------------------------
 
     def record(self, event: str, **detail: Any) -> None:
@@ -235,6 +342,8 @@ class CaseContext:
         self.record("clock_jump", seconds=seconds, reason=reason)
 
     def add_provider_rule(self, rule: FaultRule) -> None:
+        if self._step_index is not None:
+            self.step_rules[self._step_index] = (len(self.provider_rules), rule)
         self.provider_rules.append(rule)
         self.provider.admin.set_faults(self.provider_rules)
 

@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from fake_providers import FaultRule, ProviderProcess
 from harness import _db, _scratch
 from harness import trace as trace_store
-from harness._case import ANOMALIES, CaseContext
+from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
 from harness.clock import SharedClock
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS
@@ -75,6 +75,19 @@ class CaseResult:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     #: worker -> boundary -> hits, for planning a sweep of a recovery
     hits_by_worker: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: what became of each planned step (landed, not reached, ...), in order
+    step_records: list[StepRecord] = field(default_factory=list)
+
+    @property
+    def all_landed(self) -> bool:
+        """Every planned step happened (a baseline has none to miss)."""
+        return len(self.step_records) == len(self.spec.steps) and all(
+            r.landed for r in self.step_records
+        )
+
+    @property
+    def not_landed(self) -> list[StepRecord]:
+        return [r for r in self.step_records if not r.landed]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +100,7 @@ class CaseResult:
             "effects": {"intended": self.intended, "accepted": self.accepted},
             "replay": self.replay,
             "steps": [str(s) for s in self.spec.steps],
+            "landings": [r.to_json() for r in self.step_records],
             "crash_fired": self.crash_fired,
             "boundaries_reached": self.reached,
             "workers": [w.to_json() for w in self.workers],
@@ -395,15 +409,23 @@ def run_case(
             settle=settings.settle,
             started_at=started,
         )
-        provider.admin.reset(ctx.provider_rules)  # a new epoch, with this case's faults armed
-        for step in case.steps:
+        for index, step in enumerate(case.steps):
             prepare = FAULTS[step.fault].prepare
             if prepare is not None:
+                ctx.begin_step(index, step)
                 prepare(ctx, step)
-        for step in case.steps:
+        provider.admin.reset(ctx.provider_rules)  # a new epoch, with this case's faults armed
+        for index, step in enumerate(case.steps):
             if ctx.anomalous:
-                break
+                ctx.skip_step(step, "not run: an earlier worker died or hung on its own")
+                continue
+            ctx.begin_step(index, step)
             FAULTS[step.fault].run(ctx, step)
+            if FAULTS[step.fault].confirm is None:
+                ctx.end_step(step)
+            else:  # judged from the provider's log once the case is over
+                ctx.steps.append(StepRecord(str(step), Landing.UNCONFIRMED, "pending"))
+                ctx.begin_step(-1, step)
         ctx.finish()
         policy = Policy(
             key_window_s=base_config.key_window_s,
@@ -426,8 +448,9 @@ def run_case(
     finally:
         clock.close()
         _db.drop_target(target)
-    checks = run_all(observation)
-    verdict = _verdict(checks, ctx.outcomes)
+    _confirm_steps(ctx, case, observation.effects)
+    checks = _after_anomaly(run_all(observation), ctx.outcomes)
+    verdict = _verdict(checks, ctx.outcomes, ctx.steps, planned=len(case.steps))
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
         from harness.reports import build_timeline
@@ -448,13 +471,38 @@ def run_case(
         reached=trace_store.boundaries_reached(events),
         hits_by_worker=_hits_by_worker(events),
         # a crash scoped to one process (a work-horse) leaves its worker running
-        crash_fired=any(o.kind is OutcomeKind.CRASHED_AS_PLANNED for o in ctx.outcomes)
-        or any(ev.event == "crash" and ev.worker != "harness" for ev in events),
+        crash_fired=any(
+            r.landed for s, r in zip(case.steps, ctx.steps, strict=False) if s.fault == "crash"
+        ),
         notes=ctx.notes,
         duration_s=time.time() - started,
         replay=replay_command(settings, case),
         timeline=timeline,
+        step_records=list(ctx.steps),
     )
+
+
+def _confirm_steps(
+    ctx: CaseContext, case: CaseSpec, effects: tuple[EffectRow, ...] | None
+) -> None:
+    """Steps whose evidence is the provider's log (provider faults) are judged now."""
+    for index, step in enumerate(case.steps):
+        confirm = FAULTS[step.fault].confirm
+        if confirm is None or index >= len(ctx.steps):
+            continue
+        if ctx.steps[index].landing is Landing.NOT_RUN:
+            continue
+        if effects is None:
+            ctx.steps[index] = StepRecord(
+                str(step), Landing.UNCONFIRMED, "the provider's effect log could not be read"
+            )
+            continue
+        landed, detail = confirm(ctx, step, index, effects)
+        ctx.steps[index] = StepRecord(
+            str(step), Landing.LANDED if landed else Landing.UNCONFIRMED, detail
+        )
+        if not landed:
+            ctx.notes.append(f"{step}: not landed: {detail}")
 
 
 def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:
@@ -526,19 +574,49 @@ def _observe(
 _NEEDS_COMPLETION = frozenset({"no_silent_loss"})
 
 
-def _verdict(checks: dict[str, CheckResult], outcomes: list[WorkerOutcome]) -> Status:
-    anomaly = any(o.kind in ANOMALIES for o in outcomes)
-    failed = {n for n, c in checks.items() if c.status is Status.FAIL}
-    if anomaly:
-        failed -= _NEEDS_COMPLETION
-    if failed:
+def _after_anomaly(
+    checks: dict[str, CheckResult], outcomes: list[WorkerOutcome]
+) -> dict[str, CheckResult]:
+    """A worker that died or hung on its own leaves work undone: an invariant that needs the
+    work finished cannot be judged then, so its failure becomes *unknown*, never a fail."""
+    dead = [o for o in outcomes if o.kind in ANOMALIES]
+    if not dead:
+        return checks
+    why = ", ".join(f"{o.worker} {o.kind.value}" for o in dead)
+    out = dict(checks)
+    for name in _NEEDS_COMPLETION:
+        check = out.get(name)
+        if check is not None and check.status is Status.FAIL:
+            out[name] = CheckResult(
+                Status.UNKNOWN,
+                f"{name} could not decide: the work was never finished ({why}); "
+                f"as judged: {check.summary}",
+                {**check.evidence, "undecided_because": why},
+            )
+    return out
+
+
+def _verdict(
+    checks: dict[str, CheckResult],
+    outcomes: list[WorkerOutcome],
+    steps: list[StepRecord] | None = None,
+    *,
+    planned: int = 0,
+) -> Status:
+    """The case's verdict: a broken invariant first, then a planned step that did not land
+    (a gap: never a pass), then anything undecided, then pass."""
+    if any(c.status is Status.FAIL for c in checks.values()):
         return Status.FAIL
+    records = steps or []
+    missed = [r for r in records if r.landing in (Landing.NOT_REACHED, Landing.UNCONFIRMED)]
+    if missed or len(records) < planned and not any(o.kind in ANOMALIES for o in outcomes):
+        return Status.GAP
     undecided = [
         c
         for c in checks.values()
         if c.status is Status.UNKNOWN and not c.summary.startswith(NOT_JUDGED)
     ]
-    if anomaly or undecided:
+    if any(o.kind in ANOMALIES for o in outcomes) or undecided:
         return Status.UNKNOWN
     return Status.PASS
 

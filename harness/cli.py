@@ -194,7 +194,7 @@ def certify(
         def show(case: CaseResult) -> None:
             assert live is not None
             live.record(case)  # the partial report is on disk before the line is printed
-            mark = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? "}[case.verdict.value]
+            mark = MARKS[case.verdict.value]
             failed = [n for n, r in case.invariants.items() if r.status is not Status.PASS]
             extra = f"  {', '.join(failed)}" if failed else ""
             click.echo(f"  {mark} {case.spec.id:<38} {case.duration_s:6.2f}s{extra}")
@@ -230,26 +230,41 @@ def certify(
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
 
+    from harness.outcome import Expectation, judge
+
     paths = live.paths
     summary = data["summary"]
+    outcome = judge(data, Expectation())
     click.echo(
-        f"{summary['passed']} passed, {summary['failed']} failed, {summary['unknown']} unknown;"
-        f" boundaries covered {summary['boundaries_covered']}/"
+        f"{summary['passed']} passed, {summary['failed']} failed, {summary['unknown']} unknown,"
+        f" {summary['gaps']} not landed; boundaries covered {summary['boundaries_covered']}/"
         f"{summary['boundaries_documented']}"
     )
     if summary["invariants_violated"]:
         click.echo("invariants violated: " + ", ".join(summary["invariants_violated"]))
     if summary["boundaries_uncovered"]:
         click.echo("never reached: " + ", ".join(summary["boundaries_uncovered"]))
+    echo_gaps(outcome.gaps)
     if live.workdir is not None:
         click.echo(f"work dir kept: {live.workdir}")
     click.echo(f"report: {paths['json']} and {paths['md']}")
     click.echo(f"also: {paths['junit']} (JUnit) and {paths['html']}")
-    if summary["failed"] or summary["boundaries_uncovered"]:
-        sys.exit(ExitStatus.VIOLATION)
-    if summary["unknown"]:
-        sys.exit(ExitStatus.INCONCLUSIVE)
-    sys.exit(ExitStatus.PASSED)
+    sys.exit(outcome.status)
+
+
+#: the mark a case's verdict gets on its progress line
+MARKS = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? ", "gap": "GAP ", "flaky": "FLKY"}
+
+
+def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
+    """Name every planned step that did not land (a coverage gap is never a pass)."""
+    if not gaps:
+        return
+    click.echo(f"coverage gap: {len(gaps)} planned step(s) did not land:")
+    for line in gaps[:shown]:
+        click.echo(f"  - {line}")
+    if len(gaps) > shown:
+        click.echo(f"  ... and {len(gaps) - shown} more (see the report)")
 
 
 @main.command()

@@ -1,12 +1,23 @@
-"""The shape every fault module fills in."""
+"""The shape every fault module fills in, and how a fault says whether it landed.
+
+A planned step that did not happen is never a pass, so every fault module must say, with
+evidence, that its step landed (``ctx.landed``) or why not (``ctx.not_reached``). A step that
+says nothing is *unconfirmed*, which the case's verdict treats like one that never landed.
+Faults whose only evidence is the provider's own log (provider faults) give a ``confirm``
+that reads the effects after the case, instead.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness._case import CaseContext
+from harness._case import CaseContext, RunningWorker
+from harness.invariants._model import EffectRow
 from harness.schedule import Step
+
+#: ``confirm(ctx, step, index, effects)`` -> (landed, evidence)
+Confirm = Callable[[CaseContext, Step, int, Sequence[EffectRow]], tuple[bool, str]]
 
 
 @dataclass(frozen=True)
@@ -22,10 +33,13 @@ class FaultSpec:
     prepare: Callable[[CaseContext, Step], None] | None = None
     #: what ``:ARG`` means for this fault, if anything
     arg_help: str | None = None
+    #: decides landing from the provider's effect log after the case (provider faults)
+    confirm: Confirm | None = None
 
 
-def not_reached(ctx: CaseContext, step: Step) -> None:
-    ctx.notes.append(f"{step}: boundary {step.boundary} hit {step.hit} was never reached")
+def not_reached(ctx: CaseContext, step: Step, worker: RunningWorker) -> None:
+    """The armed hit never came on ``worker``: the step did not land."""
+    ctx.not_reached(step, worker)
 
 
 def place(step: Step) -> tuple[str, int]:

@@ -23,9 +23,10 @@ def run(ctx: CaseContext, step: Step) -> None:
     worker = ctx.spawn([Arm(boundary, hit, "pause")])
     if ctx.wait_paused(worker) is None:
         ctx.wait(worker)
-        not_reached(ctx, step)
+        not_reached(ctx, step, worker)
         return
     ctx.advance_clock(seconds, reason="clock_jump")
+    ctx.landed(step, f"{worker.name} held at {boundary}#{hit}; clocks moved {seconds:g}s")
     ctx.release(worker)
     ctx.wait(worker)
 

@@ -31,6 +31,9 @@ def run(ctx: CaseContext, step: Step) -> None:
         window = ctx.worker_deadline_s if i == 0 else RACE_WINDOW_S
         event = ctx.supervisor.wait_event(worker, timeout_s=window, quiet_ok=True)
         workers.append((worker, event))
+    holding = [w.name for w, e in workers if e is not None and e.kind == "paused"]
+    if len(holding) >= 2:
+        ctx.landed(step, f"{', '.join(holding)} held their first claims at once, then let go")
     for worker, paused in workers:
         if paused is not None and paused.kind == "paused":
             ctx.release(worker)
@@ -49,7 +52,13 @@ def run(ctx: CaseContext, step: Step) -> None:
             alive.remove(worker)
         elif event.kind == "paused":
             ctx.release(worker)
-    ctx.record("race", workers=[w.name for w, _ in workers])
+    ctx.record("race", workers=[w.name for w, _ in workers], holding=holding)
+    if len(holding) < 2:
+        ctx.not_landed(
+            step,
+            f"only {len(holding)} of {count} workers reached after_claim#1 while the others"
+            " held theirs: there was no race",
+        )
 
 
 FAULT = FaultSpec(

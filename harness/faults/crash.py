@@ -17,8 +17,12 @@ def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
     worker = ctx.spawn([Arm(boundary, hit)])
     outcome = ctx.wait(worker)
-    if outcome.kind is OutcomeKind.COMPLETED and not ctx.crash_landed(worker):
-        not_reached(ctx, step)
+    crash = ctx.crash_event(worker, step)
+    if crash is not None:
+        how = "killed" if outcome.kind is OutcomeKind.CRASHED_AS_PLANNED else "process killed"
+        ctx.landed(step, f"{worker.name} {how} at {boundary}#{hit} (pid {crash.pid})", worker=worker)
+    elif outcome.kind is OutcomeKind.COMPLETED:
+        not_reached(ctx, step, worker)
 
 
 FAULT = FaultSpec(

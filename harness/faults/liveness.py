@@ -31,6 +31,12 @@ def _watch(ctx: CaseContext, step: Step, *, action: str) -> None:
         ctx.notes.append(f"{step}: the worker never reached {SCHEDULED} (no asyncio path?)")
         return
     ctx.record("liveness_fault", fault=step.fault, expect_overdue=step.fault == "loop_stall")
+    expected = "paused" if action == "pause" else "hung"
+    if first.kind == expected and first.subject == SCHEDULED:
+        how = "tasks collected" if action == "pause" else "event loop stalled"
+        ctx.landed(step, f"{worker.name} at {SCHEDULED}: {how}")
+    else:
+        ctx.not_landed(step, f"{worker.name} said {first.kind} {first.subject}, not {expected}")
     if first.kind == "paused":
         ctx.release(worker, "gc")
     # A watchdog that has not spoken after ten grace periods is not going to.

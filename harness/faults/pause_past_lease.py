@@ -19,7 +19,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     first = ctx.spawn([Arm(boundary, hit, "pause")])
     if ctx.wait_paused(first) is None:
         ctx.wait(first)
-        not_reached(ctx, step)
+        not_reached(ctx, step, first)
         return
     # The worker is held at the boundary by its pause, not by SIGSTOP: a stopped process also
     # freezes its watchdog thread, and on SQLite one frozen inside BEGIN IMMEDIATE blocks
@@ -28,6 +28,10 @@ def run(ctx: CaseContext, step: Step) -> None:
     ctx.advance_clock(ctx.base_config.lease_s + 1.0, reason="pause_past_lease")
     rival = ctx.spawn()
     ctx.wait(rival)
+    ctx.landed(
+        step,
+        f"{first.name} held at {boundary}#{hit} past its lease while {rival.name} ran, then let go",
+    )
     ctx.release(first)
     ctx.wait(first)
 

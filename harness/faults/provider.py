@@ -6,12 +6,13 @@ effect and cuts the connection before any reply: the hard case seen from the pro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fake_providers import FaultRule
 from harness._case import CaseContext
 from harness.errors import BadInputError
 from harness.faults._spec import FaultSpec
+from harness.invariants._model import EffectRow
 from harness.schedule import Step
 
 
@@ -36,6 +37,41 @@ def _nothing(ctx: CaseContext, step: Step) -> None:
     """Provider faults act through the provider; the workers run as usual."""
 
 
+def confirm(
+    ctx: CaseContext, step: Step, index: int, effects: Sequence[EffectRow]
+) -> tuple[bool, str]:
+    """Landed only if the provider says it applied this step's own rule to a request.
+
+    The provider counts, per armed rule, the requests it applied the rule to; the workload's
+    own fault rules (a default 503, say) are other rules and cannot stand in for this one.
+    """
+    placed = ctx.step_rules.get(index)
+    if placed is None:
+        return False, "no provider rule was set for this step"
+    position, rule = placed
+    try:
+        stats = ctx.provider.admin.fault_stats()
+    except Exception as exc:  # the provider is the only witness: without it, unconfirmed
+        return False, f"the provider could not say whether it applied the fault: {exc}"
+    if position >= len(stats):
+        return False, "the provider no longer holds this step's rule"
+    entry = stats[position]
+    if int(entry.get("fired", 0)) >= 1:
+        seen = [e for e in effects if e.fault == rule.fault]
+        where = f"; e.g. record #{seen[0].seq} to {seen[0].destination}" if seen else ""
+        return True, f"the provider applied {rule.fault} to {entry['fired']} request(s){where}"
+    matched = int(entry.get("matched", 0))
+    if matched >= rule.nth:
+        return False, (
+            f"request {rule.nth} came, but another fault rule (the workload's own?) was applied"
+            f" to it first, so {rule.fault} was never applied"
+        )
+    return False, (
+        f"the provider saw {matched} matching request(s), never request {rule.nth},"
+        f" so {rule.fault} was never applied"
+    )
+
+
 def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> FaultSpec:
     return FaultSpec(
         id=fault_id,
@@ -44,6 +80,7 @@ def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> Faul
         run=_nothing,
         prepare=_rule(make),
         arg_help="which send of the case (default 1)",
+        confirm=confirm,
     )
 
 

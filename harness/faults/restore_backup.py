@@ -20,7 +20,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     worker = ctx.spawn([Arm(boundary, hit, "pause")])
     if ctx.wait_paused(worker) is None:
         ctx.wait(worker)
-        not_reached(ctx, step)
+        not_reached(ctx, step, worker)
         return
     handle = _db.snapshot(ctx.target, "snap")
     ctx.record("snapshot", boundary=boundary, hit=hit)
@@ -29,6 +29,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     _db.restore(ctx.target, handle)
     last_seq = max((e.seq for e in ctx.provider.admin.effects()), default=0)
     ctx.record("restore", boundary=boundary, hit=hit, effects_seq=last_seq)
+    ctx.landed(step, f"snapshot at {worker.name}'s {boundary}#{hit}, restored after it ended")
     ctx.settled = False
     ctx.needs_gap = True  # leases in the snapshot belong to a worker that is gone
 

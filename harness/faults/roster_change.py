@@ -63,8 +63,9 @@ def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
     worker = ctx.spawn([Arm(boundary, hit)])
     outcome = ctx.wait(worker)
-    if outcome.kind is OutcomeKind.COMPLETED and not ctx.crash_landed(worker):
-        not_reached(ctx, step)
+    if ctx.crash_event(worker, step) is None:
+        if outcome.kind is OutcomeKind.COMPLETED:
+            not_reached(ctx, step, worker)
         return
     change = ctx.with_engine(lambda e: change_roster(e, list(ctx.workload.roster)))
     committed = set(change["committed_before"])
@@ -73,6 +74,12 @@ def run(ctx: CaseContext, step: Step) -> None:
         if run_spec.run_id not in committed:
             ctx.intended[run_spec.run_id] = tuple(new_roster[run_spec.topic])
     ctx.record("roster_change", **change)
+    ctx.landed(
+        step,
+        f"{worker.name} killed at {boundary}#{hit}; roster changed: +{len(change['added'])}"
+        f" -{len(change['removed'])}",
+        worker=worker,
+    )
 
 
 FAULT = FaultSpec(

@@ -19,9 +19,17 @@ T = TypeVar("T")
 
 
 class Status(StrEnum):
+    """A checker's answer, and a case's verdict.
+
+    ``GAP`` is a case verdict only (no checker answers it): a step the case planned (a crash,
+    a pause, a provider fault) did not happen, so the case proves nothing about that step and
+    is never a pass.
+    """
+
     PASS = "pass"
     FAIL = "fail"
     UNKNOWN = "unknown"
+    GAP = "gap"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-SYMBOL = {"pass": "✅", "fail": "❌", "unknown": "⚠️", None: "-"}
+SYMBOL = {"pass": "✅", "fail": "❌", "unknown": "⚠️", "gap": "🕳️", "flaky": "🔀", None: "-"}
 
 
 def headline(report: Mapping[str, Any]) -> tuple[str, str]:
@@ -15,10 +15,21 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
     partial = " so far" if report.get("partial") else ""
     if s["failed"]:
         return "fail", f"{s['failed']} of {s['cases']} case(s) violate an invariant{partial}"
-    if s["unknown"]:
-        return "unknown", f"inconclusive: {s['unknown']} of {s['cases']} case(s) undecided{partial}"
+    if s.get("gaps"):
+        return "gap", (
+            f"coverage gap: in {s['gaps']} of {s['cases']} case(s) a planned step did not land"
+            f"{partial}"
+        )
     if s["boundaries_uncovered"]:
         return "gap", "coverage gap: some documented boundaries were never reached"
+    sweep = report.get("sweep")
+    if isinstance(sweep, Mapping) and (
+        sweep.get("pairs_missing") or sweep.get("boundaries_unreached")
+    ):
+        return "gap", "coverage gap: the sweep missed pairs or boundaries its plan promised"
+    if s["unknown"] or s.get("flaky"):
+        undecided = s["unknown"] + s.get("flaky", 0)
+        return "unknown", f"inconclusive: {undecided} of {s['cases']} case(s) undecided{partial}"
     if report.get("partial"):
         return "partial", f"all {s['cases']} case(s) run so far hold every invariant"
     return "pass", f"all {s['cases']} case(s) hold every invariant"

@@ -56,6 +56,8 @@ table.matrix td.cell { width: 34px; min-width: 34px; text-align: center; color: 
 td.pass, span.pass { background: var(--pass); }
 td.fail, span.fail { background: var(--fail); }
 td.unknown, span.unknown { background: var(--unknown); }
+span.gap { background: #6a1b9a; }
+span.flaky { background: #5d4037; }
 td.none { background: #eeeeee; color: var(--none) !important; }
 td.cell a { color: #fff; text-decoration: none; display: block; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -70,6 +72,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 section.case { background: #fff; border: 1px solid var(--line); border-left: 6px solid var(--fail);
                border-radius: 6px; padding: 14px 18px; margin: 16px 0; }
 section.case.unknown { border-left-color: var(--unknown); }
+section.case.gap { border-left-color: #6a1b9a; }
+section.case.flaky { border-left-color: #5d4037; }
 section.case ul { margin: 6px 0 10px; padding-left: 20px; }
 figure { margin: 10px 0; overflow-x: auto; }
 figure svg { max-width: 100%; height: auto; }
@@ -78,7 +82,7 @@ details summary { cursor: pointer; color: #1565c0; }
 footer { color: var(--muted); margin: 40px 0 10px; font-size: 12px; }
 """
 
-_LETTER = {"pass": "✓", "fail": "✗", "unknown": "?"}
+_LETTER = {"pass": "✓", "fail": "✗", "unknown": "?", "gap": "∅", "flaky": "~"}
 
 
 def render_html(

@@ -93,7 +93,21 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int]) -> No
         message = "; ".join(f"{n}: {r['summary']}" for n, r in failed.items()) or "case failed"
         failure = ET.SubElement(tc, "failure", type=",".join(names), message=message)
         failure.text = _evidence_text(failed, unknown, case)
-    elif case["verdict"] == "unknown":
+    elif case["verdict"] == "gap":
+        counts["failures"] += 1
+        missed = [
+            f"{x['step']}: {x['detail']}"
+            for x in case.get("landings", [])
+            if x.get("landing") in ("not_reached", "unconfirmed")
+        ]
+        failure = ET.SubElement(
+            tc,
+            "failure",
+            type="coverage_gap",
+            message="planned step did not land: " + ("; ".join(missed) or "(no detail)"),
+        )
+        failure.text = _evidence_text({}, unknown, case)
+    elif case["verdict"] in ("unknown", "flaky"):
         counts["errors"] += 1
         reasons = [f"{n}: {r['summary']}" for n, r in unknown.items()] + list(case["notes"])
         error = ET.SubElement(
