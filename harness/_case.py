@@ -24,6 +24,7 @@ from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
 from harness.clock import SharedClock
+from harness.schedule import Step
 from harness.settle import Settle
 from harness.supervisor import (
     OutcomeKind,
@@ -35,7 +36,6 @@ from harness.supervisor import (
 )
 from harness.systems import System
 from harness.worker_config import WorkerConfig
-from harness.schedule import Step
 from harness.workload import Workload
 
 #: fresh workers a case may start to finish its work before it gives up
@@ -111,8 +111,8 @@ class CaseContext:
     started_at: float = field(default_factory=time.time)
     #: one record per planned step, in order, once the step has run (or was skipped)
     steps: list[StepRecord] = field(default_factory=list)
-    #: step index -> (position among the provider's rules, the rule the step added)
-    step_rules: dict[int, tuple[int, FaultRule]] = field(default_factory=dict)
+    #: step index -> the provider rule that step added (confirmed by the provider's count)
+    step_rules: dict[int, FaultRule] = field(default_factory=dict)
     _spawned: int = 0
     _step_index: int | None = None
     _step_record: StepRecord | None = None
@@ -302,6 +302,10 @@ class CaseContext:
         self._step_record = StepRecord(str(step), Landing.UNCONFIRMED, detail)
         self.notes.append(f"{step}: not landed: {detail}")
 
+    def rule_position(self, rule: FaultRule) -> int | None:
+        """Where ``rule`` (this very object) sits among the provider's armed rules."""
+        return next((i for i, r in enumerate(self.provider_rules) if r is rule), None)
+
     def hits_of(self, worker: RunningWorker, boundary: str | None) -> int:
         """How many times any process of ``worker`` reached ``boundary`` (from the trace)."""
         if boundary is None:
@@ -342,9 +346,14 @@ class CaseContext:
         self.record("clock_jump", seconds=seconds, reason=reason)
 
     def add_provider_rule(self, rule: FaultRule) -> None:
-        if self._step_index is not None:
-            self.step_rules[self._step_index] = (len(self.provider_rules), rule)
-        self.provider_rules.append(rule)
+        """Arm a step's provider fault ahead of the workload's own rules: the provider
+        applies the first rule that fires, and a planned step must not lose its request to
+        a background fault (it would then never land)."""
+        if self._step_index is None:
+            self.provider_rules.append(rule)
+        else:
+            self.provider_rules.insert(len(self.step_rules), rule)
+            self.step_rules[self._step_index] = rule
         self.provider.admin.set_faults(self.provider_rules)
 
     def engine(self) -> Engine:

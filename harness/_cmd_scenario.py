@@ -37,7 +37,9 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
 
 
 def print_case(case: Any) -> None:
-    mark = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? "}[case.verdict.value]
+    from harness.cli import MARKS
+
+    mark = MARKS[case.verdict.value]
     failed = [
         n
         for n, r in case.invariants.items()
@@ -55,35 +57,31 @@ def print_case(case: Any) -> None:
         click.echo(f"       replay: {case.replay}")
 
 
-def judge(scenario: Any, result: Any) -> tuple[int, str]:
-    """Turn a finished run into an exit status, by what the scenario says must happen."""
-    fired = {
-        name
-        for case in result.cases
-        for name, check in case.invariants.items()
-        if check.status is Status.FAIL
+def expectation(scenario: Any, *, drawn: bool = False) -> Any:
+    """What a scenario says must come out of it (``harness.outcome.Expectation``)."""
+    from harness.outcome import Expectation
+
+    return Expectation(hold=tuple(scenario.hold), violation=scenario.violation, drawn=drawn)
+
+
+def finish_report(scenario: Any, result: Any, mode: str, report_dir: Path) -> tuple[Any, Any]:
+    """Judge the report a run writes (one rule for every route), then write it with its
+    outcome: returns ``(outcome, paths)``."""
+    from harness import report
+    from harness.outcome import judge
+
+    result.extra["scenario"] = {
+        "name": scenario.name,
+        "path": str(scenario.path),
+        "mode": mode,
+        "expect_violation": scenario.violation,
+        "expect_hold": list(scenario.hold),
     }
-    if scenario.violation is not None:
-        if scenario.violation in fired:
-            return ExitStatus.PASSED, f"expected violation {scenario.violation} was found"
-        return ExitStatus.VIOLATION, f"expected violation {scenario.violation} was NOT found"
-    broken = sorted(fired & set(scenario.hold))
-    if broken:
-        return ExitStatus.VIOLATION, "invariants violated: " + ", ".join(broken)
-    held_cases = [
-        c
-        for c in result.cases
-        if any(
-            c.invariants[n].status is not Status.PASS
-            and not c.invariants[n].summary.startswith("[not judged]")
-            for n in scenario.hold
-            if n in c.invariants
-        )
-        or any(w.outcome_is_anomaly for w in c.workers)
-    ]
-    if held_cases:
-        return ExitStatus.INCONCLUSIVE, f"{len(held_cases)} case(s) inconclusive"
-    return ExitStatus.PASSED, "every expected invariant holds"
+    data = report.to_json(result)
+    outcome = judge(data, expectation(scenario, drawn=mode == "explore"))
+    data["scenario"]["outcome"] = outcome.message
+    result.extra["scenario"]["outcome"] = outcome.message
+    return outcome, report.write_all(data, report_dir)
 
 
 def _execute(
@@ -100,7 +98,6 @@ def _execute(
     only: tuple[str, ...] = (),
     determinism: int = 0,
 ) -> None:
-    from harness import report
     from harness import scenario as scenario_mod
     from harness.campaign import Campaign, CampaignResult, CaseSpec, default_cases, finish_campaign
     from harness.determinism import rerun_sample
@@ -172,16 +169,9 @@ def _execute(
     except KeyboardInterrupt:
         click.echo("interrupted; every worker and provider was stopped", err=True)
         sys.exit(130)
-    status, message = judge(scenario, result)
-    result.extra["scenario"] = {
-        "name": scenario.name,
-        "path": str(scenario.path),
-        "mode": mode,
-        "expect_violation": scenario.violation,
-        "expect_hold": list(scenario.hold),
-        "outcome": message,
-    }
-    paths = report.write_reports(result, report_dir)
+    from harness.cli import echo_gaps
+
+    outcome, paths = finish_report(scenario, result, mode, report_dir)
     if "sweep" in result.extra:
         cov = result.extra["sweep"]
         where = f" of shard {shard}" if shard is not None else ""
@@ -193,13 +183,12 @@ def _execute(
         sample = result.extra["determinism"]
         agree = sum(1 for s in sample if s["agree"])
         click.echo(f"determinism sample: {agree}/{len(sample)} reruns agree")
-        if agree != len(sample):
-            status, message = ExitStatus.INCONCLUSIVE, message + "; a rerun disagreed"
+    echo_gaps(outcome.gaps)
     if result.workdir is not None:
         click.echo(f"work dir kept: {result.workdir}")
-    click.echo(f"{message}")
+    click.echo(outcome.message)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
-    sys.exit(status)
+    sys.exit(outcome.status)
 
 
 _common: list[Callable[[Any], Any]] = [
@@ -334,7 +323,6 @@ def explore_cmd(
     """Let Hypothesis search fault schedules against real processes and shrink any failure."""
     import time
 
-    from harness import report
     from harness import scenario as scenario_mod
     from harness.campaign import Campaign, CampaignResult, finish_campaign
     from harness.explore import explore
@@ -386,7 +374,7 @@ def explore_cmd(
         "failures_seen": found.failures_seen,
         "minimal": found.minimal.spec.id if found.minimal else None,
     }
-    report.write_reports(result, report_dir)
+    outcome, _ = finish_report(scenario, result, "explore", report_dir)
     click.echo(f"{len(found.tried)} schedules in {elapsed:.1f}s ({rate:.1f}/s)")
     if found.minimal is not None:
         broken = [n for n, r in found.minimal.invariants.items() if r.status is not Status.PASS]
@@ -394,9 +382,8 @@ def explore_cmd(
         click.echo(f"replay: {found.minimal.replay}")
     else:
         click.echo("no failing schedule found")
-    status, message = judge(scenario, result)
-    click.echo(message)
-    sys.exit(status)
+    click.echo(outcome.message)
+    sys.exit(outcome.status)
 
 
 COMMANDS = [run_cmd, sweep_cmd, replay_cmd, explore_cmd, scenarios_group]

@@ -34,7 +34,7 @@ from harness.invariants._model import NOT_JUDGED
 from harness.reference import adapters
 from harness.schedule import CaseSpec, Step
 from harness.settle import Settle
-from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
+from harness.supervisor import Supervisor, WorkerOutcome
 from harness.systems import System
 from harness.trace import TraceEvent
 from harness.worker_config import WorkerConfig
@@ -482,9 +482,7 @@ def run_case(
     )
 
 
-def _confirm_steps(
-    ctx: CaseContext, case: CaseSpec, effects: tuple[EffectRow, ...] | None
-) -> None:
+def _confirm_steps(ctx: CaseContext, case: CaseSpec, effects: tuple[EffectRow, ...] | None) -> None:
     """Steps whose evidence is the provider's log (provider faults) are judged now."""
     for index, step in enumerate(case.steps):
         confirm = FAULTS[step.fault].confirm
@@ -609,7 +607,7 @@ def _verdict(
         return Status.FAIL
     records = steps or []
     missed = [r for r in records if r.landing in (Landing.NOT_REACHED, Landing.UNCONFIRMED)]
-    if missed or len(records) < planned and not any(o.kind in ANOMALIES for o in outcomes):
+    if missed or (len(records) < planned and not any(o.kind in ANOMALIES for o in outcomes)):
         return Status.GAP
     undecided = [
         c

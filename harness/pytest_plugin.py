@@ -528,6 +528,19 @@ def _case_lines(case: CaseResult, names: Iterable[str]) -> Iterator[str]:
     yield f"  replay: {case.replay}"
 
 
+def _gap_lines(head: str, gaps: list[str], result: CampaignResult, tail: list[str]) -> str | None:
+    """The failure message of a campaign whose only problem is what did not land."""
+    if not gaps:
+        return None
+    lines = [f"{head}: coverage gap: {len(gaps)} planned step(s) did not land (never a pass)"]
+    lines.extend(f"  - {g}" for g in gaps[: 4 * _SHOWN_CASES])
+    if len(gaps) > 4 * _SHOWN_CASES:
+        lines.append(f"  ... and {len(gaps) - 4 * _SHOWN_CASES} more")
+    shown = [c for c in result.cases if c.verdict.value == "gap"][:_SHOWN_CASES]
+    lines += [f"  replay: {c.replay}" for c in shown]
+    return "\n".join([*lines, "", *tail])
+
+
 def judge(
     result: CampaignResult,
     *,
@@ -559,6 +572,20 @@ def judge(
     _check_names(hold, expect_violation)
     if not result.cases:
         return "\n".join([f"{head}: no case ran", *tail])
+    if hold is not None and not hold and expect_violation is None:
+        return f"{head}: hold=[] expects nothing; name invariants, or leave it out for all"
+
+    from harness.outcome import Expectation, judge_result
+
+    outcome = judge_result(result, Expectation(hold=tuple(hold or ()), violation=expect_violation))
+    unreached: list[str] = list(info.get("unreached", [])) if coverage else []
+    gaps = [g for g in outcome.gaps if coverage or not g.startswith(("boundary ", "sweep "))]
+    gaps += [
+        f"boundary {b}: declared, but no crash landed on it (a crash plan there is a no-op)"
+        for b in unreached
+        if not any(g.startswith(f"boundary {b}:") for g in gaps)
+    ]
+    gap_text = _gap_lines(head, gaps, result, tail)
 
     if expect_violation is not None:
         if any(
@@ -566,7 +593,7 @@ def judge(
             and c.invariants[expect_violation].status is Status.FAIL
             for c in result.cases
         ):
-            return None
+            return gap_text
         lines = [
             f"{head}: expected violation {expect_violation} was NOT found "
             f"in {len(result.cases)} case(s)"
@@ -593,9 +620,8 @@ def judge(
         anomaly = any(w.outcome_is_anomaly for w in case.workers)
         if wrong or anomaly:
             bad.append((case, wrong))
-    unreached: list[str] = list(info.get("unreached", [])) if coverage else []
-    if not bad and not unreached:
-        return None
+    if not bad:
+        return gap_text
 
     failed = [(c, w) for c, w in bad if c.verdict is Status.FAIL]
     lines = [f"{head}: {len(failed)} of {len(result.cases)} case(s) failed"]
@@ -616,11 +642,9 @@ def judge(
                 if n in counts
             )
         )
-    if unreached:
-        lines.append(
-            "declared boundaries never reached (a crash plan there would be a no-op): "
-            + ", ".join(unreached)
-        )
+    if gaps:
+        lines.append(f"coverage gap: {len(gaps)} planned step(s) did not land")
+        lines.extend(f"  - {g}" for g in gaps[:_SHOWN_CASES])
     ordered = failed + [(c, w) for c, w in bad if c.verdict is not Status.FAIL]
     for case, wrong in ordered[:_SHOWN_CASES]:
         lines.append("")

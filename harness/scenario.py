@@ -343,6 +343,31 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         )
     expect = data.get("expect", {})
     hold_raw = expect.get("hold", "all")
+    if isinstance(hold_raw, list):
+        if not hold_raw:
+            # An empty list would make any run "hold every expected invariant": a scenario
+            # that expects nothing is a mistake, never a pass.
+            raise _err(
+                path,
+                text,
+                "expect",
+                "hold",
+                'expected at least one invariant name (or "all", the default); [] would'
+                " expect nothing, so anything would pass",
+            )
+        for item in hold_raw:
+            if not isinstance(item, str):
+                raise _err(path, text, "expect", "hold", f"expected invariant names, got {item!r}")
+        if len(set(hold_raw)) != len(hold_raw):
+            raise _err(path, text, "expect", "hold", "lists an invariant twice")
+    if "hold" in expect and "violation" in expect:
+        raise _err(
+            path,
+            text,
+            "expect",
+            "hold",
+            "give hold (what must pass) or violation (what must be found), not both",
+        )
     hold = (
         tuple(CHECKERS)
         if hold_raw == "all"

@@ -26,6 +26,8 @@ class SweepCoverage:
     second_fired: int = 0
     #: the depth-1 plan in order (dry run, then one crash per pair), whatever the shard
     plan: list[str] = field(default_factory=list)
+    #: documented boundaries the dry run never reached (no pair can be planned there)
+    unreached: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         missing = sorted(self.expected - self.covered)
@@ -33,6 +35,7 @@ class SweepCoverage:
             "pairs_expected": len(self.expected),
             "pairs_covered": len(self.covered & self.expected),
             "pairs_missing": [f"{b}#{h}" for b, h in missing],
+            "boundaries_unreached": list(self.unreached),
             "depth2_planned": self.second_planned,
             "depth2_fired": self.second_fired,
         }
@@ -66,6 +69,7 @@ def sweep(
     boundaries = campaign.settings.system.boundaries
     first_hits = dry.hits_by_worker.get("w1", {})
     pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
+    coverage.unreached = [b for b in boundaries if not first_hits.get(b)]
     coverage.plan = [dry.spec.id, *(CaseSpec("crash", b, h).id for b, h in pairs)]
     keep_dry = True
     if shard is not None:
@@ -85,9 +89,11 @@ def sweep(
     results.extend(firsts)
     seconds: list[CaseSpec] = []
     for first in firsts:
-        if first.crash_fired and first.spec.boundary is not None and first.spec.hit is not None:
+        # covered only if the very crash planned there landed (its own evidence, not merely
+        # "some crash fired", nor "the dry run reached it")
+        if first.all_landed and first.spec.boundary is not None and first.spec.hit is not None:
             coverage.covered.add((first.spec.boundary, first.spec.hit))
-        if depth < 2 or not first.crash_fired:
+        if depth < 2 or not first.all_landed:
             continue
         # The recovering incarnation is w2; crash it again at every hit it makes.
         recovery = first.hits_by_worker.get("w2", {})
@@ -97,7 +103,6 @@ def sweep(
     coverage.second_planned = len(seconds)
     for second in run_cases(campaign, seconds, jobs=jobs, on_case=on_case):
         results.append(second)
-        fired = sum(1 for w in second.workers if w.kind == "crashed_as_planned")
-        if fired >= 2:
+        if second.all_landed:
             coverage.second_fired += 1
     return results, coverage

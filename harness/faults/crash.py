@@ -20,7 +20,9 @@ def run(ctx: CaseContext, step: Step) -> None:
     crash = ctx.crash_event(worker, step)
     if crash is not None:
         how = "killed" if outcome.kind is OutcomeKind.CRASHED_AS_PLANNED else "process killed"
-        ctx.landed(step, f"{worker.name} {how} at {boundary}#{hit} (pid {crash.pid})", worker=worker)
+        ctx.landed(
+            step, f"{worker.name} {how} at {boundary}#{hit} (pid {crash.pid})", worker=worker
+        )
     elif outcome.kind is OutcomeKind.COMPLETED:
         not_reached(ctx, step, worker)
 

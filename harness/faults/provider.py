@@ -45,10 +45,10 @@ def confirm(
     The provider counts, per armed rule, the requests it applied the rule to; the workload's
     own fault rules (a default 503, say) are other rules and cannot stand in for this one.
     """
-    placed = ctx.step_rules.get(index)
-    if placed is None:
+    rule = ctx.step_rules.get(index)
+    position = None if rule is None else ctx.rule_position(rule)
+    if rule is None or position is None:
         return False, "no provider rule was set for this step"
-    position, rule = placed
     try:
         stats = ctx.provider.admin.fault_stats()
     except Exception as exc:  # the provider is the only witness: without it, unconfirmed

@@ -12,11 +12,9 @@ from __future__ import annotations
 import copy
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from harness.errors import BadInputError, ExitStatus, HarnessError
-from harness.invariants import Status
 from harness.reports._contract import SCHEMA, ReportError, assemble, validate
 
 #: fields every shard of one campaign must agree on, as (field, what it is)
@@ -138,26 +136,12 @@ def verdict(report: Mapping[str, Any]) -> tuple[ExitStatus, str]:
     inconclusive); any other as ``certify``: 1 on a failure or an uncovered boundary, else 3
     if a case is undecided, else 0. A report missing shards or cases is never a pass.
     """
-    scenario = report.get("scenario")
-    if isinstance(scenario, Mapping) and "expect_hold" in scenario:
-        from harness._cmd_scenario import judge
+    from harness.outcome import Expectation, judge
 
-        code, message = judge(_Expectation.of(scenario), _Judged.of(report["cases"]))
-        status = ExitStatus(code)
-        if not all(d.get("agree", True) for d in report.get("determinism") or ()):
-            status, message = ExitStatus.INCONCLUSIVE, message + "; a rerun disagreed"
-    else:
-        s = report["summary"]
-        if s["failed"] or s["boundaries_uncovered"]:
-            status = ExitStatus.VIOLATION
-            message = f"{s['failed']} of {s['cases']} case(s) violate an invariant"
-            if s["boundaries_uncovered"]:
-                message += "; never reached: " + ", ".join(s["boundaries_uncovered"])
-        elif s["unknown"]:
-            status = ExitStatus.INCONCLUSIVE
-            message = f"inconclusive: {s['unknown']} of {s['cases']} case(s) undecided"
-        else:
-            status, message = ExitStatus.PASSED, f"all {s['cases']} case(s) hold every invariant"
+    scenario = report.get("scenario")
+    expect = Expectation.of_scenario(scenario if isinstance(scenario, Mapping) else None)
+    outcome = judge(report, expect)
+    status, message = outcome.status, outcome.message
     merged = report.get("merged")
     missing = list(merged.get("missing", ())) if isinstance(merged, Mapping) else []
     not_run = int(report["summary"].get("not_run", 0))
@@ -253,6 +237,9 @@ def _merged_sweep(
         "pairs_expected": len(crashes),
         "pairs_covered": sum(int(part.get("pairs_covered", 0)) for part in parts),
         "pairs_missing": missing,
+        "boundaries_unreached": sorted(
+            {str(b) for part in parts for b in part.get("boundaries_unreached", ())}
+        ),
         "depth2_planned": sum(int(part.get("depth2_planned", 0)) for part in parts),
         "depth2_fired": sum(int(part.get("depth2_fired", 0)) for part in parts),
     }
@@ -306,57 +293,3 @@ def _settings_of(report: Mapping[str, Any]) -> Any:
         db_url=report.get("database_url"),
         replay_prefix=prefix,
     )
-
-
-@dataclass(frozen=True)
-class _Expectation:
-    """The part of a scenario ``judge`` reads: its expected violation, what must hold."""
-
-    violation: str | None
-    hold: tuple[str, ...]
-
-    @classmethod
-    def of(cls, scenario: Mapping[str, Any]) -> _Expectation:
-        return cls(scenario.get("expect_violation"), tuple(scenario.get("expect_hold") or ()))
-
-
-@dataclass(frozen=True)
-class _Check:
-    status: Status
-    summary: str
-
-
-@dataclass(frozen=True)
-class _Worker:
-    outcome_is_anomaly: bool
-
-
-@dataclass(frozen=True)
-class _Case:
-    invariants: dict[str, _Check]
-    workers: list[_Worker]
-
-
-@dataclass
-class _Judged:
-    """The part of a campaign result ``judge`` reads, from case JSON."""
-
-    cases: list[_Case] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, cases: Sequence[Mapping[str, Any]]) -> _Judged:
-        from harness._case import ANOMALIES
-        from harness.supervisor import OutcomeKind
-
-        return cls(
-            [
-                _Case(
-                    invariants={
-                        name: _Check(Status(r["status"]), str(r["summary"]))
-                        for name, r in c["invariants"].items()
-                    },
-                    workers=[_Worker(OutcomeKind(w["outcome"]) in ANOMALIES) for w in c["workers"]],
-                )
-                for c in cases
-            ]
-        )
