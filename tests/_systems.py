@@ -66,3 +66,35 @@ LOSES = System(
     prepare=_REF.prepare,
     read_ledger=_REF.read_ledger,
 )
+
+
+#: a boundary FICKLE declares besides the reference's
+FICKLE_POINT = "fickle_point"
+#: env var naming a marker file: FICKLE's first incarnation creates it
+FICKLE_MARKER_ENV = "CH_TEST_FICKLE_MARKER"
+
+
+def _fickle(config: WorkerConfig) -> None:
+    """Reaches ``fickle_point`` twice in its campaign's first incarnation, once ever after:
+    a sweep plans ``fickle_point#2`` from the dry run, and that crash can never land."""
+    from pathlib import Path
+
+    from harness import boundary
+
+    marker = Path(os.environ[FICKLE_MARKER_ENV])
+    first = not marker.exists()
+    marker.touch()
+    boundary(FICKLE_POINT)
+    if first:
+        boundary(FICKLE_POINT)
+    _REF.main(config)
+
+
+FICKLE = System(
+    name="tests._systems:FICKLE",
+    description="reaches one boundary less often after its first incarnation",
+    main=_fickle,
+    prepare=_REF.prepare,
+    read_ledger=_REF.read_ledger,
+    boundaries=(*_REF.boundaries, FICKLE_POINT),
+)
