@@ -67,7 +67,8 @@ def test_certify_a_crash_at_a_hit_that_never_comes_is_a_coverage_gap(tmp_path: P
     data = _report(tmp_path)
     (case,) = data["cases"]
     assert case["verdict"] == "gap"
-    assert data["summary"]["passed"] == 0 and data["summary"]["gaps"] == 1
+    assert data["summary"]["passed"] == 0
+    assert data["summary"]["gaps"] == 1
     (landing,) = case["landings"]
     assert landing["landing"] == "not_reached"
     # the boundary's actual hit count is named, so the plan can be fixed
@@ -272,7 +273,9 @@ def test_outcome_rule() -> None:
     assert judge(_doc(passing), found).status is ExitStatus.VIOLATION
     # explore's drawn schedules: listed, never a pass, but no gap in a plan
     drawn = judge(_doc(passing, _case("gap")), Expectation(drawn=True))
-    assert drawn.passed and drawn.unlanded and "did not land" in drawn.message
+    assert drawn.passed
+    assert drawn.unlanded
+    assert "did not land" in drawn.message
     assert "all 1 case(s)" in drawn.message
     # campaign-level coverage
     assert not judge(_doc(passing, sweep={"pairs_missing": ["a#2"]})).passed
