@@ -56,12 +56,19 @@ class SystemRow:
 
     @property
     def inconclusive(self) -> bool:
-        return any(v == "unknown" for v in self.verdicts.values())
+        return any(v in ("unknown", "flaky") for v in self.verdicts.values())
+
+    @property
+    def gaps(self) -> list[str]:
+        """Cases whose planned step did not land: the reference is not clean on those."""
+        return [case for case, v in self.verdicts.items() if v == "gap"]
 
     def outcome(self) -> str:
         if self.is_reference:
             if self.fired:
                 return "FLAGGED"
+            if self.gaps:
+                return "GAP"
             return "inconclusive" if self.inconclusive else "clean"
         return "caught" if self.caught else "ESCAPED"
 
@@ -98,7 +105,7 @@ class Matrix:
 
     def exit_status(self) -> ExitStatus:
         caught, total = self.score()
-        if caught < total or self.reference.fired:
+        if caught < total or self.reference.fired or self.reference.gaps:
             return ExitStatus.VIOLATION
         if self.reference.inconclusive:
             return ExitStatus.INCONCLUSIVE
@@ -248,6 +255,8 @@ def _score_line(matrix: Matrix) -> str:
         "clean": "reference flagged by nothing",
         "inconclusive": "reference inconclusive (a case was unknown)",
         "FLAGGED": "REFERENCE FLAGGED by " + ", ".join(sorted(ref.fired)),
+        "GAP": "REFERENCE NOT FULLY EXERCISED: planned steps did not land in "
+        + ", ".join(ref.gaps),
     }[ref.outcome()]
     escaped = [r.system for r in matrix.mutants if not r.caught]
     text = f"mutation score: {caught}/{total} caught{pct}; {ref_text}"

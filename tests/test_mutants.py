@@ -169,6 +169,11 @@ def test_matrix_exit_status_and_score() -> None:
     flagged.rows = [SystemRow("reference", None, {"liveness": ["baseline"]}), caught]
     assert flagged.exit_status() is ExitStatus.VIOLATION
     assert "REFERENCE FLAGGED by liveness" in render_plain(flagged)
+    # a reference case whose planned crash never landed proves nothing: not clean
+    gap = Matrix(seed=1, database="sqlite", cases=None, invariants=invariants)
+    gap.rows = [SystemRow("reference", None, {}, {"crash@after_claim#9": "gap"}), caught]
+    assert gap.exit_status() is ExitStatus.VIOLATION
+    assert gap.reference.outcome() == "GAP"
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
