@@ -144,13 +144,10 @@ def verdict(report: Mapping[str, Any]) -> tuple[ExitStatus, str]:
     status, message = outcome.status, outcome.message
     merged = report.get("merged")
     missing = list(merged.get("missing", ())) if isinstance(merged, Mapping) else []
-    not_run = int(report["summary"].get("not_run", 0))
-    if missing or not_run or report.get("partial"):
-        gaps = [f"shard(s) {', '.join(missing)} missing"] if missing else []
-        if not_run:
-            gaps.append(f"{not_run} planned case(s) not run")
-        message += "; " + ("; ".join(gaps) or "partial report")
-        if status is ExitStatus.PASSED:
+    if missing:
+        message += f"; shard(s) {', '.join(missing)} missing"
+    if missing or report.get("partial") or report["summary"].get("not_run"):
+        if status is not ExitStatus.VIOLATION:
             status = ExitStatus.INCONCLUSIVE
             message += ": not a pass"
     return status, message
