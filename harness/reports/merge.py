@@ -146,10 +146,10 @@ def verdict(report: Mapping[str, Any]) -> tuple[ExitStatus, str]:
     missing = list(merged.get("missing", ())) if isinstance(merged, Mapping) else []
     if missing:
         message += f"; shard(s) {', '.join(missing)} missing"
-    if missing or report.get("partial") or report["summary"].get("not_run"):
-        if status is not ExitStatus.VIOLATION:
-            status = ExitStatus.INCONCLUSIVE
-            message += ": not a pass"
+    incomplete = missing or report.get("partial") or report["summary"].get("not_run")
+    if incomplete and status is not ExitStatus.VIOLATION:
+        status = ExitStatus.INCONCLUSIVE
+        message += ": not a pass"
     return status, message
 
 
