@@ -233,6 +233,23 @@ def test_stable_key_without_a_ledger_key_to_compare_is_unknown() -> None:
     assert r.status is Status.UNKNOWN, r
 
 
+def test_stable_key_without_a_ledger_adapter_only_judges_stability() -> None:
+    """A system plugged in without a ledger adapter has no rows to compare with: the keys the
+    provider saw are still judged for stability, and the evidence says why nothing was
+    compared (an empty ledger that does hold rows stays unknown, as above)."""
+    assert GOOD.ledger is not None
+    blind = replace(GOOD.ledger, deliveries=(), no_rows_because="no ledger adapter")
+    obs = replace(GOOD, ledger=blind)
+    r = CHECKERS["stable_idempotency_key"](obs)
+    assert r.status is Status.PASS, r
+    assert r.evidence["not_compared_because"] == "no ledger adapter"
+    assert "not compared: no ledger adapter" in r.summary
+    two = replace(obs, effects=(*(obs.effects or ()), _effect(4, "a", key="other")))
+    assert CHECKERS["stable_idempotency_key"](two).status is Status.FAIL
+    empty = replace(obs, ledger=replace(blind, no_rows_because=None))
+    assert CHECKERS["stable_idempotency_key"](empty).status is Status.UNKNOWN
+
+
 def test_stable_key_on_a_provider_without_keys_only_judges_stability() -> None:
     """SMTP logs the Message-ID built from the key, not the key: no ledger comparison there,
     but a second key still fails."""

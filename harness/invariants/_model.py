@@ -121,6 +121,9 @@ class LedgerSnapshot:
     #: delivery_status -> rows, as an operator's ``GROUP BY delivery_status`` query sees them
     #: (None when the ledger adapter does not run that query)
     state_counts: dict[str, int] | None = None
+    #: why there are no delivery rows to read at all (a system plugged in without a ledger
+    #: adapter); None: ``deliveries`` is what the ledger holds
+    no_rows_because: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ restarted from the ledger, asks about (and resends with) the ledger's key, which
 has never seen. Both are failures, each naming the keys sent and the ledger's key.
 
 Where the provider takes no key (chat, SMTP: what it logs is a header or a Message-ID built
-from the key, not a key it dedupes) only the stability part is judged. A delivery the
+from the key, not a key it dedupes), or the system has no ledger adapter (no rows to read at
+all), only the stability part is judged, and the evidence says why. A delivery the
 provider received but whose ledger row is missing, or records no key, cannot be compared:
 that is an *unknown* (unless something else already failed), never a pass.
 """
@@ -31,7 +32,14 @@ _SHOWN = 5
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
-    compare = obs.policy is None or obs.policy.provider_keys
+    # No key the provider honours (chat, SMTP), or no ledger rows to read at all (a system
+    # without a ledger adapter): only the stability part can be judged.
+    not_compared_because = (
+        "the provider takes no key"
+        if obs.policy is not None and not obs.policy.provider_keys
+        else ledger.no_rows_because
+    )
+    compare = not_compared_because is None
     sent: dict[str, list[EffectRow]] = {}
     for eff in sorted(effects, key=lambda e: e.seq):
         if eff.outcome in _KEYED:
@@ -65,6 +73,7 @@ def check(obs: Observation) -> CheckResult:
     evidence: dict[str, Any] = {
         "deliveries_sent": len(sent),
         "compared_with_ledger": compare,
+        "not_compared_because": not_compared_because,
         "unstable": unstable,
         "not_the_ledger_key": mismatched,
         "not_compared": uncompared,
@@ -89,5 +98,5 @@ def check(obs: Observation) -> CheckResult:
             "compare with",
             evidence,
         )
-    how = "the ledger's key" if compare else "one key (the provider takes none: not compared)"
+    how = "the ledger's key" if compare else f"one key (not compared: {not_compared_because})"
     return CheckResult(Status.PASS, f"{len(sent)} delivery(ies) each sent with {how}", evidence)
