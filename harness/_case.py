@@ -151,6 +151,7 @@ class CaseContext:
         if outcome.kind in ANOMALIES:
             detail = f" by {outcome.signal}" if outcome.signal else ""
             detail += f" with exit code {outcome.exit_code}" if outcome.exit_code else ""
+            detail += f": {outcome.note}" if outcome.note else ""
             self.notes.append(f"worker {outcome.worker} (pid {outcome.pid}) {outcome.kind}{detail}")
         return outcome
 

@@ -437,6 +437,7 @@ def run_case(
             credential_scopes={base_config.credential_id: (base_config.destination_scope,)},
             provider_lookup=adapters.has_lookup(settings.provider_preset),
             provider_keys=adapters.takes_window(settings.provider_preset),
+            provider_window_s=provider_window_s(provider, settings),
         )
         events = trace_store.read(ctx.trace_path)
         observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)
@@ -501,6 +502,27 @@ def _confirm_steps(ctx: CaseContext, case: CaseSpec, effects: tuple[EffectRow, .
         )
         if not landed:
             ctx.notes.append(f"{step}: not landed: {detail}")
+
+
+def provider_window_s(provider: ProviderProcess, settings: CampaignSettings) -> float | None:
+    """The dedupe window the provider applies: what it reports it runs with (its resolved
+    options), else what the harness configured it with; never the worker's ``key_window_s``.
+
+    None when the provider has no window (chat, SMTP) or it cannot be known."""
+    try:
+        options = provider.admin.info().get("options")
+    except Exception:  # the harness's own configuration is still independent of the worker
+        options = None
+    if isinstance(options, dict) and isinstance(options.get("window_s"), int | float):
+        if options.get("dedupe") is False:  # a webhook receiver that dedupes nothing
+            return 0.0
+        return float(options["window_s"])
+    if settings.provider_window_s is not None:
+        return settings.provider_window_s
+    configured = settings.provider_options.get("window_s")
+    if isinstance(configured, int | float):
+        return float(configured)
+    return adapters.default_window_s(settings.provider_preset)
 
 
 def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:

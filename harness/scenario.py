@@ -49,6 +49,7 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "key_window_s": (int, float),
         "request_timeout_s": (int, float),
         "deadline_s": (int, float),
+        "autojump": (bool,),
     },
     "cases": {"mode": (str,), "list": (list,), "depth": (int,), "crash_scope": (str,)},
     "settle": {
@@ -236,7 +237,9 @@ def load(path: Path) -> Scenario:
                         else f"; expected one of {', '.join(allowed)}"
                     ),
                 )
-            if not isinstance(item, allowed[key]) or isinstance(item, bool):
+            # a TOML true/false is a bool, which Python also counts as an int
+            is_bool = isinstance(item, bool)
+            if not isinstance(item, allowed[key]) or is_bool != (bool in allowed[key]):
                 names = " or ".join(t.__name__ for t in allowed[key])
                 raise _err(path, text, table, key, f"expected {names}, got {item!r}")
     return _build(path, text, data)

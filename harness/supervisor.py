@@ -11,10 +11,15 @@ gets its own cgroup where the kernel allows it, else its tree is found by walkin
 (``harness._tree``); a kill always takes the whole tree, and processes still alive when the
 worker's first process ends are killed and counted as stragglers.
 
-Deaths are classified, never guessed: a worker killed by SIGKILL whose own trace line says it
-crashed at the armed boundary "crashed as planned"; anything else is reported with its stderr,
-and a worker that outlives its deadline has its stacks dumped (faulthandler on SIGABRT)
-before it is killed.
+Deaths are classified, never guessed, and never on the worker's word alone: a worker killed by
+SIGKILL "crashed as planned" only if every "crash" line of it in the trace matches what the
+harness itself asked for: an arm it set on that worker (a crash arm covering that boundary and
+hit, or a pause arm it then released with ``crash``), or a kill the harness made and recorded
+(``Supervisor.kill``). A crash line naming a boundary or hit no arm asked for, or a kill reason
+the harness never gave, makes the SIGKILL unplanned (an anomaly, with a note saying why). Any
+other signal (SIGSEGV, SIGTERM, SIGABRT...) or a non-zero exit is a death, whatever the trace
+says; anything else is reported with its stderr, and a worker that outlives its deadline has
+its stacks dumped (faulthandler on SIGABRT) before it is killed.
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ class WorkerOutcome:
     stack_dump: str | None = None
     #: processes of the worker still alive when its first process ended (killed then)
     stragglers: int = 0
+    #: why the death was classified as it was, when that is not plain from the kind (an
+    #: unplanned SIGKILL whose crash line matched no arm)
+    note: str | None = None
 
     @property
     def outcome_is_anomaly(self) -> bool:
@@ -95,6 +103,7 @@ class WorkerOutcome:
             "stderr_tail": self.stderr_tail,
             "stack_dump": self.stack_dump,
             "stragglers": self.stragglers,
+            "note": self.note,
         }
 
 
@@ -113,6 +122,10 @@ class RunningWorker:
     ended: bool = False
     #: every process of this worker (its cgroup, or its descendants)
     tree: ProcessTree | None = None
+    #: the reasons of every ``Supervisor.kill`` of this worker (the harness's own record)
+    harness_kills: list[str] = field(default_factory=list)
+    #: True once the harness released a pause of this worker with ``crash``
+    crash_released: bool = False
 
     def close_pipes(self) -> None:
         for fd in (self.events_fd, self.control_fd):
@@ -423,7 +436,9 @@ class Supervisor:
         return WorkerEvent(kind, subject, int(hit), time.time())
 
     def kill(self, worker: RunningWorker, *, trace_path: Path, reason: str) -> None:
-        """SIGKILL a whole worker on purpose (recorded first, so it counts as a planned crash)."""
+        """SIGKILL a whole worker on purpose (recorded first, in the trace and on the worker,
+        so it counts as a planned crash)."""
+        worker.harness_kills.append(reason)
         trace.append(trace_path, event="crash", worker=worker.name, pid=worker.pid, reason=reason)
         self._kill_tree(worker)
 
@@ -450,6 +465,8 @@ class Supervisor:
     def release(self, worker: RunningWorker, verb: str = "continue") -> None:
         """Let a paused worker go on (``continue``), die there (``crash``) or ``raise``."""
         assert worker.control_fd is not None, "worker has no control pipe"
+        if verb == "crash":
+            worker.crash_released = True
         with contextlib.suppress(BrokenPipeError):
             os.write(worker.control_fd, f"{verb}\n".encode())
 
@@ -504,15 +521,23 @@ class Supervisor:
             )
         sig = os.WTERMSIG(status)
         # the crash may have been reached by another process of the worker (a work-horse)
-        crash = next(
-            (
-                ev
-                for ev in reversed(trace.read(trace_path))
-                if ev.event == "crash" and (ev.pid == worker.pid or ev.worker == worker.name)
-            ),
-            None,
-        )
-        if sig == signal.SIGKILL and crash is not None:
+        crashes = [
+            ev
+            for ev in trace.read(trace_path)
+            if ev.event == "crash" and (ev.pid == worker.pid or ev.worker == worker.name)
+        ]
+        if sig != signal.SIGKILL:  # no planned crash dies any other way, whatever the trace says
+            return WorkerOutcome(
+                kind=OutcomeKind.DIED,
+                exit_code=None,
+                signal=_signame(sig),
+                boundary=None,
+                hit=None,
+                **common,
+            )
+        unasked = [ev for ev in crashes if not _planned(worker, ev)]
+        if crashes and not unasked:
+            crash = crashes[-1]
             return WorkerOutcome(
                 kind=OutcomeKind.CRASHED_AS_PLANNED,
                 exit_code=None,
@@ -521,9 +546,22 @@ class Supervisor:
                 hit=crash.hit,
                 **common,
             )
-        kind = OutcomeKind.KILLED_UNPLANNED if sig == signal.SIGKILL else OutcomeKind.DIED
+        if unasked:
+            note = (
+                f"its trace has {_describe_crash(unasked[0])}, which the harness never asked "
+                f"of this worker (arms: {_describe_arms(worker)}; harness kills: "
+                f"{', '.join(worker.harness_kills) or 'none'})"
+            )
+        else:
+            note = "SIGKILL with no crash line in the trace"
         return WorkerOutcome(
-            kind=kind, exit_code=None, signal=_signame(sig), boundary=None, hit=None, **common
+            kind=OutcomeKind.KILLED_UNPLANNED,
+            exit_code=None,
+            signal="SIGKILL",
+            boundary=None,
+            hit=None,
+            note=note,
+            **common,
         )
 
     def kill_all(self) -> None:
@@ -545,6 +583,38 @@ class Supervisor:
         # a forked job process inherits this object; only the creator removes the directory
         if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():
             _tree.remove_cgroup(self._cgroup_parent)
+
+
+def _planned(worker: RunningWorker, crash: trace.TraceEvent) -> bool:
+    """Did the harness ask for this crash line? A boundary crash must be covered by one of
+    the worker's crash arms (or a pause arm the harness released with ``crash``); a line
+    without a boundary must be a kill the harness recorded itself, with the same reason."""
+    if crash.boundary is None:
+        reason = (crash.detail or {}).get("reason")
+        return reason is not None and reason in worker.harness_kills
+    hit = crash.hit
+    if not isinstance(hit, int):
+        return False
+    return any(
+        arm.boundary == crash.boundary
+        and arm.covers(hit)
+        and (arm.action == "crash" or (arm.action == "pause" and worker.crash_released))
+        for arm in worker.arms
+    )
+
+
+def _describe_crash(crash: trace.TraceEvent) -> str:
+    if crash.boundary is None:
+        return f"a crash line for a harness kill ({(crash.detail or {}).get('reason')!r})"
+    return f"a crash line at {crash.boundary}#{crash.hit}"
+
+
+def _describe_arms(worker: RunningWorker) -> str:
+    arms = [
+        f"{a.action}@{a.boundary}#{a.hit}" + (f" x{a.count}" if a.count > 1 else "")
+        for a in worker.arms
+    ]
+    return ", ".join(arms) or "none"
 
 
 def wait_readable(fds: list[int], timeout_s: float | None) -> list[int]:

@@ -393,6 +393,7 @@ class _LedgerReader:
                 deliveries=(),
                 queue=frozenset(),
                 audit=(),
+                no_rows_because=why,
                 missing={name: why for name in _SNAPSHOT_FIELDS - {"deliveries", "state_counts"}},
             )
         return self._read(self.adapter, engine)

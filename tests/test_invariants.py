@@ -14,6 +14,7 @@ from harness.invariants import (
     EffectRow,
     LedgerSnapshot,
     Observation,
+    Policy,
     Status,
     run_all,
     run_checker,
@@ -177,6 +178,94 @@ def test_stable_key_fires_on_a_second_key() -> None:
     r = CHECKERS["stable_idempotency_key"](obs)
     assert r.status is Status.FAIL
     assert r.evidence["unstable"][0]["keys_sent"] == ["k1", "k2"]
+
+
+def test_stable_key_fires_on_one_steady_key_that_is_not_the_ledgers() -> None:
+    """Every attempt with the same key, but not the one the ledger froze for the delivery:
+    fail, naming the delivery, the key sent and the ledger's key, with the requests."""
+    obs = _obs(
+        [_row("a", key="ik-ledger"), _row("b")],
+        [
+            _effect(1, "a", key="ik-minted", outcome="failed_by_fault"),
+            _effect(2, "a", key="ik-minted"),
+            _effect(3, "b"),
+        ],
+    )
+    r = CHECKERS["stable_idempotency_key"](obs)
+    assert r.status is Status.FAIL, r
+    assert r.evidence["unstable"] == []
+    (found,) = r.evidence["not_the_ledger_key"]
+    assert found["delivery_id"] == "dlv_a"
+    assert found["ledger_key"] == "ik-ledger"
+    assert found["keys_sent"] == ["ik-minted"]
+    assert [e["seq"] for e in found["first_requests"]] == [1, 2]
+    assert "'ik-minted'" in r.summary
+    assert "'ik-ledger'" in r.summary
+
+
+def test_stable_key_passes_when_every_request_carries_the_ledgers_key() -> None:
+    """A 503, a retry and a dedupe hit, all with the ledger's key: pass, compared."""
+    obs = _obs(
+        [_row("a", key="ik-ledger"), _row("b")],
+        [
+            _effect(1, "a", key="ik-ledger", outcome="failed_by_fault"),
+            _effect(2, "a", key="ik-ledger"),
+            _effect(3, "a", key="ik-ledger", outcome="deduplicated"),
+            _effect(4, "b"),
+        ],
+    )
+    r = CHECKERS["stable_idempotency_key"](obs)
+    assert r.status is Status.PASS, r
+    assert r.evidence["compared_with_ledger"] is True
+    assert r.evidence["not_the_ledger_key"] == []
+    assert "the ledger's key" in r.summary
+
+
+def test_stable_key_without_a_ledger_key_to_compare_is_unknown() -> None:
+    """A delivery the provider received that has no ledger row (or a row with no key) cannot
+    be compared: unknown, never pass."""
+    no_row = _obs([_row("b")], [_effect(1, "a"), _effect(2, "b")])
+    r = CHECKERS["stable_idempotency_key"](no_row)
+    assert r.status is Status.UNKNOWN, r
+    assert r.evidence["not_compared"][0]["why"] == "no ledger row"
+    keyless = _obs([replace(_row("a"), idempotency_key=""), _row("b")], [_effect(1, "a")])
+    r = CHECKERS["stable_idempotency_key"](keyless)
+    assert r.status is Status.UNKNOWN, r
+
+
+def test_stable_key_without_a_ledger_adapter_only_judges_stability() -> None:
+    """A system plugged in without a ledger adapter has no rows to compare with: the keys the
+    provider saw are still judged for stability, and the evidence says why nothing was
+    compared (an empty ledger that does hold rows stays unknown, as above)."""
+    assert GOOD.ledger is not None
+    blind = replace(GOOD.ledger, deliveries=(), no_rows_because="no ledger adapter")
+    obs = replace(GOOD, ledger=blind)
+    r = CHECKERS["stable_idempotency_key"](obs)
+    assert r.status is Status.PASS, r
+    assert r.evidence["not_compared_because"] == "no ledger adapter"
+    assert "not compared: no ledger adapter" in r.summary
+    two = replace(obs, effects=(*(obs.effects or ()), _effect(4, "a", key="other")))
+    assert CHECKERS["stable_idempotency_key"](two).status is Status.FAIL
+    empty = replace(obs, ledger=replace(blind, no_rows_because=None))
+    assert CHECKERS["stable_idempotency_key"](empty).status is Status.UNKNOWN
+
+
+def test_stable_key_on_a_provider_without_keys_only_judges_stability() -> None:
+    """SMTP logs the Message-ID built from the key, not the key: no ledger comparison there,
+    but a second key still fails."""
+    keyless = Policy(
+        key_window_s=0.0, retry_backoff_s=(1.0,), max_attempts=3, lease_s=30.0, provider_keys=False
+    )
+    obs = replace(
+        _obs([_row("a"), _row("b")], [_effect(1, "a", key="<ik-dlv_a@x>"), _effect(2, "b")]),
+        policy=keyless,
+    )
+    r = CHECKERS["stable_idempotency_key"](obs)
+    assert r.status is Status.PASS, r
+    assert r.evidence["compared_with_ledger"] is False
+    assert obs.effects is not None
+    two = replace(obs, effects=(*obs.effects, _effect(3, "a", key="<other@x>")))
+    assert CHECKERS["stable_idempotency_key"](two).status is Status.FAIL
 
 
 def test_one_identity_fires_on_missing_and_unintended_rows() -> None:

@@ -1,18 +1,39 @@
-"""``retry_within_window`` on hand-built evidence: the static and the dynamic part, each able
-to fail on its own, both reported; unknown without the effect log."""
+"""``retry_within_window`` on hand-built evidence: judged from the provider's log against the
+window the provider applies, never the worker's declared window or retry settings (those are
+reported as an outlook only); unknown without the effect log or the provider's window."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
-from harness.invariants import CHECKERS, EffectRow, Observation, Policy, Status, run_checker
+import pytest
+
+from harness import systems
+from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.invariants import (
+    CHECKERS,
+    DeliveryRow,
+    EffectRow,
+    LedgerSnapshot,
+    Observation,
+    Policy,
+    Status,
+    run_checker,
+)
 from harness.mutants import backoff_past_window
 from harness.trace import TraceEvent
 
 NAME = "retry_within_window"
 DAY = 86_400.0
 
-SAFE = Policy(key_window_s=DAY, retry_backoff_s=(1.0, 2.0, 4.0), max_attempts=5, lease_s=30.0)
+SAFE = Policy(
+    key_window_s=DAY,
+    retry_backoff_s=(1.0, 2.0, 4.0),
+    max_attempts=5,
+    lease_s=30.0,
+    provider_window_s=DAY,
+)
 
 
 def _eff(seq: int, at: float, outcome: str = "fresh", key: str = "ik-a") -> EffectRow:
@@ -34,9 +55,9 @@ def _obs(effects: list[EffectRow], policy: Policy | None = SAFE) -> Observation:
     )
 
 
-def test_retries_inside_the_window_under_a_bounded_policy_pass_with_both_parts() -> None:
+def test_retries_inside_the_window_under_a_bounded_policy_pass_with_the_outlook() -> None:
     """A 503, a retry and a dedupe hit within minutes, and a policy whose worst case is far
-    inside 24 h: pass, and the evidence shows the static and the dynamic part."""
+    inside 24 h: pass, and the evidence shows the log's part, the windows and the outlook."""
     effects = [
         _eff(1, 1000.0, "failed_by_fault"),
         _eff(2, 1001.0),
@@ -45,29 +66,91 @@ def test_retries_inside_the_window_under_a_bounded_policy_pass_with_both_parts()
     result = run_checker(NAME, CHECKERS[NAME], _obs(effects))
     assert result.status is Status.PASS, result
     assert result.evidence["fired"] == []
-    static, dynamic = result.evidence["static"], result.evidence["dynamic"]
-    assert static["fired"] is False
-    assert static["worst_case_last_attempt_after_first_s"] < DAY
+    outlook, dynamic = result.evidence["policy_outlook"], result.evidence["dynamic"]
+    assert outlook["judged"] is False
+    assert outlook["first_attempt_that_could_land_outside_window"] is None
+    assert outlook["worst_case_last_attempt_after_first_s"] < DAY
     assert dynamic["fired"] is False
     assert dynamic["keys_seen"] == 1
+    assert result.evidence["windows"]["provider_window_s"] == DAY
 
 
-def test_uncapped_backoff_fails_statically_without_waiting() -> None:
-    """The backoff_past_window mutant's policy lets a late attempt land past 24 h: static fires."""
+def test_uncapped_backoff_alone_is_no_violation_only_an_outlook() -> None:
+    """The backoff_past_window mutant's settings, with a log whose requests all stayed inside
+    the window: pass. Settings are the worker's word; the outlook says attempt 18 could land
+    past 24 h, but only a request that did so fails (a worker checking the window before
+    each resend never sends it)."""
     policy = replace(
         SAFE,
         retry_backoff_s=backoff_past_window.BACKOFF_S,
         max_attempts=backoff_past_window.MAX_ATTEMPTS,
         request_timeout_s=1.0,
     )
-    result = CHECKERS[NAME](_obs([_eff(1, 1000.0)], policy))
-    assert result.status is Status.FAIL
-    assert result.evidence["fired"] == ["static"]
-    static = result.evidence["static"]
-    assert static["first_attempt_outside_window"] == 18
-    assert static["worst_case_last_attempt_after_first_s"] >= DAY
-    assert static["attempt_budget_from"] == "request_timeout_s"
+    effects = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1001.0)]
+    result = CHECKERS[NAME](_obs(effects, policy))
+    assert result.status is Status.PASS, result
+    assert result.evidence["fired"] == []
+    outlook = result.evidence["policy_outlook"]
+    assert outlook["first_attempt_that_could_land_outside_window"] == 18
+    assert outlook["worst_case_last_attempt_after_first_s"] >= DAY
+    assert outlook["attempt_budget_from"] == "request_timeout_s"
     assert "attempt 18" in result.summary
+    late = [*effects, _eff(3, 1000.0 + DAY + 1.0)]
+    assert CHECKERS[NAME](_obs(late, policy)).status is Status.FAIL
+
+
+def test_the_providers_window_decides_not_the_one_the_worker_declares() -> None:
+    """The worker (and its ledger rows) declare 24 h, the provider keeps keys 300 s: a retry
+    600 s after a 503 is late, and the worker cannot pass by declaring a longer window."""
+    rows = (
+        DeliveryRow(
+            delivery_id="dlv_a",
+            run_id="r1",
+            destination="a@example.org",
+            delivery_status="delivered",
+            idempotency_key="ik-a",
+            key_window_s=DAY,
+        ),
+    )
+    ledger = LedgerSnapshot(
+        committed_runs=frozenset({"r1"}),
+        frozen_destinations={"r1": ("a@example.org",)},
+        deliveries=rows,
+        queue=frozenset(),
+        audit=(),
+    )
+    believes_a_day = replace(SAFE, key_window_s=DAY, provider_window_s=300.0)
+    effects = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1600.0)]
+    obs = replace(_obs(effects, believes_a_day), ledger=ledger)
+    result = run_checker(NAME, CHECKERS[NAME], obs)
+    assert result.status is Status.FAIL, result
+    (late,) = result.evidence["dynamic"]["reused_after_window"]
+    assert late["window_s"] == 300.0
+    assert late["late_by_s"] == 300.0
+    windows = result.evidence["windows"]
+    assert windows == {
+        "provider_window_s": 300.0,
+        "worker_told_key_window_s": DAY,
+        "ledger_declared_key_windows_s": [DAY],
+    }
+    assert "300.0s window" in result.summary
+    honest = replace(obs, policy=replace(believes_a_day, provider_window_s=DAY))
+    assert run_checker(NAME, CHECKERS[NAME], honest).status is Status.PASS
+
+
+def test_a_reused_key_without_the_providers_window_is_unknown() -> None:
+    """No record of the provider's window (only the worker's): a reuse cannot be judged, so
+    unknown; the worker's own window is not taken instead. The provider's own verdicts still
+    count: expired_then_accepted fails, a dedupe hit says it still knew the key."""
+    effects = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1001.0)]
+    worker_word_only = replace(SAFE, provider_window_s=None)
+    result = run_checker(NAME, CHECKERS[NAME], _obs(effects, worker_word_only))
+    assert result.status is Status.UNKNOWN, result
+    assert result.evidence["dynamic"]["repeats_without_known_window"] == 1
+    expired = [_eff(1, 1000.0), _eff(2, 1000.0 + DAY + 60, "expired_then_accepted")]
+    assert CHECKERS[NAME](_obs(expired, worker_word_only)).status is Status.FAIL
+    remembered = [_eff(1, 1000.0), _eff(2, 1001.0, "deduplicated")]
+    assert CHECKERS[NAME](_obs(remembered, worker_word_only)).status is Status.PASS
 
 
 def test_expired_then_accepted_fails_dynamically_naming_the_effect() -> None:
@@ -98,18 +181,17 @@ def test_the_window_counts_from_the_first_request_even_a_refused_one() -> None:
     result = CHECKERS[NAME](_obs(late_retry))
     assert result.status is Status.FAIL
     assert result.evidence["dynamic"]["reused_after_window"][0]["late_by_s"] == 60.0
-    no_dedupe = replace(SAFE, key_window_s=0.0, max_attempts=1)
+    no_dedupe = replace(SAFE, key_window_s=0.0, provider_window_s=0.0, max_attempts=1)
     quick_retry = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1000.1)]
     assert CHECKERS[NAME](_obs(quick_retry, no_dedupe)).status is Status.FAIL
 
 
-def test_without_a_policy_only_the_dynamic_part_runs_and_says_so() -> None:
-    """No recorded policy: the static part is reported as not checked; the log still decides."""
+def test_without_a_policy_the_log_still_decides_and_the_outlook_says_why_not() -> None:
+    """No recorded policy: no outlook (said so); a key used once is inside any window."""
     result = CHECKERS[NAME](_obs([_eff(1, 1000.0)], policy=None))
     assert result.status is Status.PASS
-    assert result.evidence["static"] == {
-        "fired": False,
-        "checked": False,
+    assert result.evidence["policy_outlook"] == {
+        "judged": False,
         "why": "no retry policy was recorded",
     }
 
@@ -152,7 +234,7 @@ def test_a_failed_use_the_restored_ledger_forgot_is_not_a_retry() -> None:
     """Window 0, one attempt: a 503, then a restore erases the attempt, and the worker sends
     once more. Without the restore that is a retry past the window; across it, the ledger's
     lost memory (listed apart). If the forgotten use had landed, the reuse is still flagged."""
-    no_dedupe = replace(SAFE, key_window_s=0.0, max_attempts=1)
+    no_dedupe = replace(SAFE, key_window_s=0.0, provider_window_s=0.0, max_attempts=1)
     effects = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1030.0)]
     plain = run_checker(NAME, CHECKERS[NAME], _obs(effects, no_dedupe))
     assert plain.status is Status.FAIL
@@ -165,3 +247,35 @@ def test_a_failed_use_the_restored_ledger_forgot_is_not_a_retry() -> None:
     assert replayed.status is Status.FAIL
     after_cut = run_checker(NAME, CHECKERS[NAME], _restored(effects, 2, no_dedupe))
     assert after_cut.status is Status.FAIL  # both uses before the restore: a plain retry
+
+
+@pytest.mark.parametrize(
+    ("told", "verdict"), [(DAY, Status.FAIL), (None, Status.PASS)], ids=["told-a-day", "told-300"]
+)
+def test_a_worker_told_a_longer_window_than_the_provider_keeps_is_caught(
+    tmp_path: Path, told: float | None, verdict: Status
+) -> None:
+    """End to end: the provider keeps keys 300 s; a 503, then the clock moves 600 s while the
+    worker holds before its retry. Told 24 h (what its ledger rows then say too), the
+    reference resends the key the provider forgot, and retry_within_window fails it from the
+    provider's window; told the truth, it goes to review and passes."""
+    overrides = {} if told is None else {"key_window_s": told}
+    result = run_campaign(
+        CampaignSettings(
+            system=systems.resolve("reference"),
+            seed=1,
+            cases=[CaseSpec.parse("clock_jump@before_retry#1:600")],
+            provider_window_s=300.0,
+            worker_overrides=overrides,
+            workdir=tmp_path,
+        )
+    )
+    (case,) = result.cases
+    check = case.invariants[NAME]
+    assert check.status is verdict, check
+    assert check.evidence["windows"]["provider_window_s"] == 300.0
+    if verdict is Status.FAIL:
+        assert check.evidence["windows"]["ledger_declared_key_windows_s"] == [DAY]
+        (late,) = check.evidence["dynamic"]["reused_after_window"]
+        assert late["window_s"] == 300.0
+        assert late["late_by_s"] >= 299.0

@@ -86,6 +86,14 @@ def _write(tmp_path: Path, text: str) -> Path:
             '[scenario]\nsystem = "cmd:python -m x"\nboundaries = ["a b"]\n',
             r"mine.toml:3: \[scenario.boundaries\] expected a non-empty list of plain names",
         ),
+        (
+            '[scenario]\nsystem = "reference"\n[worker]\nautojump = 0\n',
+            r"mine.toml:4: \[worker.autojump\] expected bool, got 0",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[worker]\nlease_s = true\n',
+            r"mine.toml:4: \[worker.lease_s\] expected int or float, got True",
+        ),
         ("[scenario\n", r"mine.toml: not valid TOML"),
     ],
 )

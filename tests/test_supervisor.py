@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from harness import boundary
+from harness import _boundary, boundary
+from harness import trace as trace_store
 from harness._boundary import Arm
-from harness.supervisor import OutcomeKind, Supervisor
+from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 
 
 def _completes() -> None:
@@ -61,6 +63,111 @@ def test_outcome_is_classified(
     if kind is OutcomeKind.DIED:
         assert "RuntimeError: boom from the worker" in out.stderr_tail
         assert out.exit_code == 70
+
+
+def _run(tmp_path: Path, target: Callable[[], None], arms: list[Arm]) -> WorkerOutcome:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    trace = tmp_path / "trace.jsonl"
+    with Supervisor(workdir=tmp_path) as sup:
+        w = sup.start("w1", target, trace_path=trace, arms=arms)
+        return sup.wait(w, timeout_s=30, trace_path=trace)
+
+
+def _forge_crash_line(boundary_name: str, hit: int) -> None:
+    """Write a "crash" line exactly as the worker's tracer writes one, without reaching any
+    boundary: what a worker that lies (or a stray line) leaves in the trace."""
+    tracer = _boundary._tracer
+    assert tracer is not None
+    tracer._record("crash", boundary_name, hit)
+
+
+def _dies_by(sig: signal.Signals) -> Callable[[], None]:
+    def target() -> None:
+        _forge_crash_line("a", 1)  # matches the arm exactly: only the signal tells it apart
+        os.kill(os.getpid(), sig)
+        time.sleep(30)  # pragma: no cover - reached only if the signal were handled
+
+    return target
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGSEGV, signal.SIGTERM, signal.SIGABRT], ids=lambda s: s.name
+)
+def test_a_death_by_another_signal_is_never_a_planned_crash(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGSEGV, SIGTERM or SIGABRT is a death, even with a crash line in the trace that matches
+    the worker's arm: only SIGKILL ends a planned crash."""
+    out = _run(tmp_path, _dies_by(sig), [Arm("a", 1)])
+    assert out.kind is OutcomeKind.DIED, out
+    assert out.signal == sig.name
+    assert (out.boundary, out.hit) == (None, None)
+
+
+def test_a_non_zero_exit_is_a_death_not_a_completion(tmp_path: Path) -> None:
+    """A worker that exits 3 died on its own: an anomaly, with its exit code."""
+    out = _run(tmp_path, lambda: os._exit(3), [])
+    assert out.kind is OutcomeKind.DIED, out
+    assert out.exit_code == 3
+    assert out.outcome_is_anomaly
+
+
+def _forges_and_kills_itself(boundary_name: str, hit: int) -> Callable[[], None]:
+    def target() -> None:
+        _forge_crash_line(boundary_name, hit)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    return target
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [(("b", 1), "another boundary"), (("a", 2), "another hit of the armed boundary")],
+)
+def test_a_crash_line_no_arm_asked_for_is_an_unplanned_kill(
+    tmp_path: Path, line: tuple[str, int], why: str
+) -> None:
+    """A SIGKILL whose crash line names a boundary or hit that no arm of this worker covers is
+    killed_unplanned (an anomaly), with a note naming the line and the arms; the same death
+    with a line the arm does cover is the planned crash."""
+    out = _run(tmp_path, _forges_and_kills_itself(*line), [Arm("a", 1)])
+    assert out.kind is OutcomeKind.KILLED_UNPLANNED, (why, out)
+    assert out.outcome_is_anomaly
+    assert out.note is not None
+    assert f"{line[0]}#{line[1]}" in out.note
+    assert "crash@a#1" in out.note
+    assert out.to_json()["note"] == out.note
+    planned = _run(tmp_path / "ok", _forges_and_kills_itself("a", 1), [Arm("a", 1)])
+    assert planned.kind is OutcomeKind.CRASHED_AS_PLANNED, planned
+
+
+def _claims_a_harness_kill() -> None:
+    tracer = _boundary._tracer
+    assert tracer is not None
+    trace_store.append(
+        Path(tracer.trace_path),
+        event="crash",
+        worker=tracer.worker,
+        pid=os.getpid(),
+        reason="overdue work",
+    )
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_harness_kill_counts_only_if_the_harness_made_it(tmp_path: Path) -> None:
+    """``Supervisor.kill`` is a planned crash (the harness wrote the line and remembers the
+    reason); the same line written by the worker before it killed itself is not."""
+    forged = _run(tmp_path, _claims_a_harness_kill, [])
+    assert forged.kind is OutcomeKind.KILLED_UNPLANNED, forged
+    assert forged.note is not None
+    assert "overdue work" in forged.note
+    trace = tmp_path / "kill.jsonl"
+    with Supervisor(workdir=tmp_path) as sup:
+        w = sup.start("w2", _hangs_in_a_named_function, trace_path=trace)
+        sup.kill(w, trace_path=trace, reason="overdue work")
+        killed = sup.wait(w, timeout_s=30, trace_path=trace)
+    assert killed.kind is OutcomeKind.CRASHED_AS_PLANNED, killed
+    assert killed.note is None
 
 
 def test_hung_worker_gets_a_stack_dump_and_is_killed(tmp_path: Path) -> None:

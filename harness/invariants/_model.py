@@ -129,13 +129,18 @@ class LedgerSnapshot:
     #: delivery_status -> rows, as an operator's ``GROUP BY delivery_status`` query sees them
     #: (None when the ledger adapter does not run that query)
     state_counts: dict[str, int] | None = None
+    #: why there are no delivery rows to read at all (a system plugged in without a ledger
+    #: adapter); None: ``deliveries`` is what the ledger holds
+    no_rows_because: str | None = None
 
 
 @dataclass(frozen=True)
 class Policy:
     """What the scenario set up, for checkers that judge against a promise, not a count."""
 
-    #: the provider's dedupe window for a key, seconds
+    #: the dedupe window the worker was told (``WorkerConfig.key_window_s``; its ledger rows
+    #: may declare their own): the worker's word, shown beside the provider's window, never
+    #: what a verdict is judged by
     key_window_s: float
     #: the worker's delay before attempt n+1 (last value repeats)
     retry_backoff_s: tuple[float, ...]
@@ -154,6 +159,10 @@ class Policy:
     request_timeout_s: float | None = None
     #: the slowest acceptable overdue detection, seconds; None: measure and report only
     liveness_max_detection_s: float | None = None
+    #: the dedupe window the provider applies, seconds: what the provider reports it runs
+    #: with (``GET /_admin/info``), else what the harness configured it with; None: not
+    #: recorded (a reused key then cannot be judged against a window)
+    provider_window_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,32 @@
-"""``retry_within_window``: no attempt reuses an idempotency key after the provider's dedupe
-window for it has passed, and the retry policy cannot make one do so.
+"""``retry_within_window``: no request reuses an idempotency key after the provider's dedupe
+window for it has passed.
 
 Why: a key only protects against duplicates while the provider remembers it. A retry that
-lands after the window is a brand-new message to the provider, however stable the key. So the
-invariant is checked twice:
+lands after the window is a brand-new message to the provider, however stable the key.
 
-* statically, from the policy: with the worker's backoff schedule and ``max_attempts``, and
-  each attempt allowed its full time budget (the request timeout, or the lease if none is
-  recorded), can the last attempt land outside ``key_window_s`` after the first? Uncapped
-  exponential backoff over many attempts fails here without a single day being waited;
-* dynamically, from the provider's log (provider clock): a request accepted as
-  ``expired_then_accepted`` is the direct sign, and any keyed request received at or after
-  the first request with that key plus the window is a late reuse. The window is counted from
-  the first time the key reached the provider, as the reference counts it from its first
-  attempt: a worker cannot know which of its requests was accepted (a 5xx from a gateway may
-  hide an acceptance behind it), so a late retry is unsafe whatever the first answer was.
+Judged from what happened, by the provider's evidence alone: its log (each request's time on
+the provider's clock, its key, the provider's own ``expired_then_accepted`` verdicts) and the
+window the provider applies (``Policy.provider_window_s``: what the provider reports it runs
+with, as the harness set it up). The worker's word plays no part: not the window it was told,
+not the one its ledger rows declare (a worker that believes in a longer window than the
+provider keeps must not pass by believing it), not its retry settings.
 
-Evidence always carries both parts, and says which one fired.
+* a request accepted as ``expired_then_accepted`` is the direct sign;
+* any keyed request received at or after the first request with that key plus the provider's
+  window is a late reuse. The window is counted from the first time the key reached the
+  provider, as the reference counts it from its first attempt: a worker cannot know which of
+  its requests was accepted (a 5xx from a gateway may hide an acceptance behind it), so a
+  late retry is unsafe whatever the first answer was.
+
+A reused key with no recorded provider window cannot be judged: *unknown* (unless the
+provider answered it ``deduplicated``: its own word that it still knew the key).
+
+The retry policy (backoff schedule, ``max_attempts``, each attempt's time budget) is still
+read, as an *outlook* for a person: could its last attempt land past the provider's window?
+It never decides the verdict. A long schedule is harmless in a worker that checks the window
+before each resend (the reference goes to ``review``), and only what the worker then did
+says whether it kept the window; the ``backoff_past_window`` mutant is caught by its backoff
+actually running past a short window (scenario ``mutant-backoff-past-window``).
 """
 
 from __future__ import annotations
@@ -32,8 +42,10 @@ NAME = "retry_within_window"
 _KEYED = ("fresh", "deduplicated", "expired_then_accepted", "rejected", "failed_by_fault")
 
 
-def static_check(policy: Policy) -> dict[str, Any]:
-    """Can attempt n of the policy land outside the window after the first attempt?"""
+def policy_outlook(policy: Policy, window: float | None) -> dict[str, Any]:
+    """Can attempt n of the policy land outside the provider's window after the first?
+
+    Advisory only: reported, never judged (see the module docstring)."""
     budget = policy.request_timeout_s if policy.request_timeout_s is not None else policy.lease_s
     backoff = policy.retry_backoff_s or (0.0,)
 
@@ -48,31 +60,30 @@ def static_check(policy: Policy) -> dict[str, Any]:
     for n in range(2, max(policy.max_attempts, 1) + 1):
         elapsed += budget + gap(n - 1)
         latest = elapsed + budget
-        if latest >= policy.key_window_s:
+        if window is not None and latest >= window:
             first_outside = n
             break
     shown = [gap(n) for n in range(1, min(policy.max_attempts, 12))]
     return {
-        "fired": first_outside is not None,
-        "key_window_s": policy.key_window_s,
+        "judged": False,
+        "provider_window_s": window,
         "max_attempts": policy.max_attempts,
         "backoff_s_first_gaps": shown,
         "attempt_budget_s": budget,
         "attempt_budget_from": (
             "request_timeout_s" if policy.request_timeout_s is not None else "lease_s"
         ),
-        "first_attempt_outside_window": first_outside,
+        "first_attempt_that_could_land_outside_window": first_outside,
         "worst_case_last_attempt_after_first_s": round(latest, 3),
     }
 
 
 def dynamic_check(
     effects: tuple[EffectRow, ...],
-    window_of: dict[str, float],
-    default_window: float | None,
+    window: float | None,
     restore_cuts: tuple[int, ...] = (),
 ) -> dict[str, Any]:
-    """Did any request reuse a key after its window, on the provider's clock?
+    """Did any request reuse a key after the provider's window, on the provider's clock?
 
     ``restore_cuts`` are the provider's last sequence numbers before each restore from
     backup. A reuse whose earlier uses all fell before such a cut and made no effect is the
@@ -96,9 +107,10 @@ def dynamic_check(
             expired.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
         if opener is eff:
             continue
-        window = window_of.get(eff.delivery_id, default_window)
         if window is None:
-            unwindowed += 1
+            # no window to judge by; a dedupe hit is the provider saying it still knew the key
+            if eff.outcome != "deduplicated":
+                unwindowed += 1
             continue
         if forgotten_by_restore:
             forgotten.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
@@ -144,49 +156,55 @@ def check(obs: Observation) -> CheckResult:
             "the provider has no idempotency keys: no window to keep",
             {"fired": [], "provider_keys": False},
         )
-    window_of: dict[str, float] = {}
-    if obs.ledger is not None:
-        window_of = {
-            r.delivery_id: r.key_window_s
-            for r in obs.ledger.deliveries
-            if r.key_window_s is not None
-        }
-    static: dict[str, Any] = (
-        static_check(policy)
+    window = policy.provider_window_s if policy is not None else None
+    windows = {
+        "provider_window_s": window,
+        # the worker's word, for a person comparing: never used to judge
+        "worker_told_key_window_s": policy.key_window_s if policy is not None else None,
+        "ledger_declared_key_windows_s": sorted(
+            {r.key_window_s for r in obs.ledger.deliveries if r.key_window_s is not None}
+        )
+        if obs.ledger is not None
+        else None,
+    }
+    outlook: dict[str, Any] = (
+        policy_outlook(policy, window)
         if policy is not None
-        else {"fired": False, "checked": False, "why": "no retry policy was recorded"}
+        else {"judged": False, "why": "no retry policy was recorded"}
     )
     cuts = tuple(
         seq
         for ev in obs.trace
         if ev.event == "restore" and isinstance(seq := detail_of(ev).get("effects_seq"), int)
     )
-    dynamic = dynamic_check(effects, window_of, policy.key_window_s if policy else None, cuts)
-    evidence = {"static": static, "dynamic": dynamic}
-    fired = [name for name, part in evidence.items() if part["fired"]]
-    if fired:
-        if "dynamic" in fired:
-            culprits = dynamic["expired_then_accepted"] + dynamic["reused_after_window"]
-            for c in culprits:
-                eff = next(e for e in effects if e.seq == c["effect"]["seq"])
-                c["effect"] = effect_evidence(eff, obs)
-        parts = []
-        if static["fired"]:
-            parts.append(
-                f"policy lets attempt {static['first_attempt_outside_window']} land "
-                f"{static['worst_case_last_attempt_after_first_s']}s after the first, past the "
-                f"{static['key_window_s']}s key window"
-            )
-        if dynamic["fired"]:
-            parts.append(
-                f"{len(dynamic['expired_then_accepted'])} request(s) accepted after their key "
-                f"expired, {len(dynamic['reused_after_window'])} key reuse(s) after the window"
-            )
-        return CheckResult(Status.FAIL, "; ".join(parts), {"fired": fired, **evidence})
-    summary = f"{dynamic['keys_seen']} key(s) used inside their window"
-    if policy is not None:
+    dynamic = dynamic_check(effects, window, cuts)
+    evidence: dict[str, Any] = {"windows": windows, "dynamic": dynamic, "policy_outlook": outlook}
+    if dynamic["fired"]:
+        culprits = dynamic["expired_then_accepted"] + dynamic["reused_after_window"]
+        for c in culprits:
+            eff = next(e for e in effects if e.seq == c["effect"]["seq"])
+            c["effect"] = effect_evidence(eff, obs)
+        summary = (
+            f"{len(dynamic['expired_then_accepted'])} request(s) accepted after their key "
+            f"expired, {len(dynamic['reused_after_window'])} key reuse(s) at or after the "
+            f"provider's {window}s window"
+        )
+        return CheckResult(Status.FAIL, summary, {"fired": ["dynamic"], **evidence})
+    if dynamic["repeats_without_known_window"]:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{dynamic['repeats_without_known_window']} key reuse(s), and no record of the "
+            "window the provider applies to judge them by",
+            {"fired": [], **evidence},
+        )
+    if window is not None:
+        summary = f"{dynamic['keys_seen']} key(s) used inside the provider's {window}s window"
+    else:  # no window recorded: every reuse was a dedupe hit, or there was none
+        summary = f"{dynamic['keys_seen']} key(s), reused only where the provider deduplicated"
+    first_out = outlook.get("first_attempt_that_could_land_outside_window")
+    if first_out is not None:
         summary += (
-            f"; policy's worst case {static['worst_case_last_attempt_after_first_s']}s "
-            f"< {policy.key_window_s}s window"
+            f"; its policy could put attempt {first_out} past the window (an outlook, not "
+            "judged: no request was late)"
         )
     return CheckResult(Status.PASS, summary, {"fired": [], **evidence})

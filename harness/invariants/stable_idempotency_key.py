@@ -1,41 +1,102 @@
-"""``stable_idempotency_key``: every attempt of a delivery uses the same key.
+"""``stable_idempotency_key``: every attempt of a delivery uses the key the ledger froze for it.
 
 Read from the provider's log of every request (deduplicated and failed ones included), and
-compared with the key the ledger froze for the delivery: a key minted per attempt turns the
-provider's dedupe into decoration.
+compared with the ledger: each request's key must be the delivery row's ``idempotency_key``.
+A key minted per attempt turns the provider's dedupe into decoration, and so does a key that
+never changes but is not the one the ledger holds: a lookup after a timeout, or a worker
+restarted from the ledger, asks about (and resends with) the ledger's key, which the provider
+has never seen. Both are failures, each naming the keys sent and the ledger's key.
+
+Where the provider takes no key (chat, SMTP: what it logs is a header or a Message-ID built
+from the key, not a key it dedupes), or the system has no ledger adapter (no rows to read at
+all), only the stability part is judged, and the evidence says why. A delivery the
+provider received but whose ledger row is missing, or records no key, cannot be compared:
+that is an *unknown* (unless something else already failed), never a pass.
 """
 
 from __future__ import annotations
 
-from harness.invariants._model import CheckResult, Observation, Status, need
+from typing import Any
+
+from harness.invariants._evidence import effect_evidence
+from harness.invariants._model import CheckResult, EffectRow, Observation, Status, need
 
 NAME = "stable_idempotency_key"
 
 #: outcomes that carry the worker's key as sent (refused/unauthenticated never reached dedupe)
 _KEYED = ("fresh", "deduplicated", "expired_then_accepted", "rejected", "failed_by_fault")
+#: how many offending requests the evidence lists per delivery
+_SHOWN = 5
 
 
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
-    sent: dict[str, list[str]] = {}
-    for eff in effects:
+    # No key the provider honours (chat, SMTP), or no ledger rows to read at all (a system
+    # without a ledger adapter): only the stability part can be judged.
+    not_compared_because = (
+        "the provider takes no key"
+        if obs.policy is not None and not obs.policy.provider_keys
+        else ledger.no_rows_because
+    )
+    compare = not_compared_because is None
+    sent: dict[str, list[EffectRow]] = {}
+    for eff in sorted(effects, key=lambda e: e.seq):
         if eff.outcome in _KEYED:
-            keys = sent.setdefault(eff.delivery_id, [])
-            if eff.idempotency_key not in keys:
-                keys.append(eff.idempotency_key)
+            sent.setdefault(eff.delivery_id, []).append(eff)
     frozen = {row.delivery_id: row.idempotency_key for row in ledger.deliveries}
-    unstable = []
-    for delivery_id, keys in sorted(sent.items()):
+    unstable: list[dict[str, Any]] = []
+    mismatched: list[dict[str, Any]] = []
+    uncompared: list[dict[str, Any]] = []
+    for delivery_id, requests in sorted(sent.items()):
+        keys = list(dict.fromkeys(e.idempotency_key for e in requests))
         expected = frozen.get(delivery_id)
         if len(keys) > 1:
             unstable.append({"delivery_id": delivery_id, "keys_sent": keys, "ledger_key": expected})
-    if unstable:
+        if not compare:
+            continue
+        if not expected:
+            why = "no ledger row" if expected is None else "the ledger row records no key"
+            uncompared.append({"delivery_id": delivery_id, "keys_sent": keys, "why": why})
+            continue
+        wrong = [e for e in requests if e.idempotency_key != expected]
+        if wrong:
+            mismatched.append(
+                {
+                    "delivery_id": delivery_id,
+                    "ledger_key": expected,
+                    "keys_sent": keys,
+                    "requests_not_with_the_ledger_key": len(wrong),
+                    "first_requests": [effect_evidence(e, obs) for e in wrong[:_SHOWN]],
+                }
+            )
+    evidence: dict[str, Any] = {
+        "deliveries_sent": len(sent),
+        "compared_with_ledger": compare,
+        "not_compared_because": not_compared_because,
+        "unstable": unstable,
+        "not_the_ledger_key": mismatched,
+        "not_compared": uncompared,
+    }
+    if unstable or mismatched:
+        parts = []
+        if unstable:
+            parts.append(f"{len(unstable)} delivery(ies) sent with more than one key")
+        if mismatched:
+            first = mismatched[0]
+            sent_keys = ", ".join(repr(k) for k in first["keys_sent"] if k != first["ledger_key"])
+            parts.append(
+                f"{len(mismatched)} delivery(ies) sent with a key that is not the ledger's "
+                f"(e.g. {first['delivery_id']}: sent {sent_keys}, ledger has "
+                f"{first['ledger_key']!r})"
+            )
+        return CheckResult(Status.FAIL, "; ".join(parts), evidence)
+    if uncompared:
         return CheckResult(
-            Status.FAIL,
-            f"{len(unstable)} delivery(ies) sent with more than one key",
-            {"unstable": unstable},
+            Status.UNKNOWN,
+            f"{len(uncompared)} delivery(ies) the provider received have no ledger key to "
+            "compare with",
+            evidence,
         )
-    return CheckResult(
-        Status.PASS, f"{len(sent)} delivery(ies) each used one key", {"deliveries_sent": len(sent)}
-    )
+    how = "the ledger's key" if compare else f"one key (not compared: {not_compared_because})"
+    return CheckResult(Status.PASS, f"{len(sent)} delivery(ies) each sent with {how}", evidence)

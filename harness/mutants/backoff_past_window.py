@@ -2,11 +2,13 @@
 no check of the key's window before a resend.
 
 Doubling the delay "to be nice to the provider" and allowing twenty attempts looks prudent,
-but the later attempts land days after the first, long after the provider (24 h window) has
-forgotten the idempotency key: a retry then is a brand-new message. The worker also trusts
-its schedule and skips the window check the reference makes before each resend.
-``retry_within_window`` must catch it from the policy alone (no run has to wait a day): its
-static check finds an attempt that can land outside the window.
+but the later attempts land long after the provider has forgotten the idempotency key: a
+retry then is a brand-new message. The worker also trusts its schedule and skips the window
+check the reference makes before each resend. ``retry_within_window`` must catch it from
+what it did, not from its settings: in ``mutant-backoff-past-window`` its backoff really runs
+(no autojump) past a 2.5 s provider window after two 503s, and the provider's log shows the
+third attempt reusing the key after the window. (The same schedule in a worker that checks
+the window, the reference, goes to review instead: the schedule alone is no violation.)
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def system() -> System:
             "backoff_past_window",
             BackoffPastWindowWorker,
             expected_violation="retry_within_window",
+            catching_scenario="mutant-backoff-past-window",
         ),
         config_overrides={"retry_backoff_s": BACKOFF_S, "max_attempts": MAX_ATTEMPTS},
     )
