@@ -194,7 +194,9 @@ def certify(
         def show(case: CaseResult) -> None:
             assert live is not None
             live.record(case)  # the partial report is on disk before the line is printed
-            mark = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? "}[case.verdict.value]
+            mark = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? ", "flaky": "FLKY"}[
+                case.verdict.value
+            ]
             failed = [n for n, r in case.invariants.items() if r.status is not Status.PASS]
             extra = f"  {', '.join(failed)}" if failed else ""
             click.echo(f"  {mark} {case.spec.id:<38} {case.duration_s:6.2f}s{extra}")

@@ -22,6 +22,9 @@ class FaultSpec:
     prepare: Callable[[CaseContext, Step], None] | None = None
     #: what ``:ARG`` means for this fault, if anything
     arg_help: str | None = None
+    #: parses ``:ARG`` and raises ``ArgError`` when it is malformed or out of range; None:
+    #: the fault takes no argument (``validate_cases`` refuses one)
+    check_arg: Callable[[str], object] | None = None
 
 
 def not_reached(ctx: CaseContext, step: Step) -> None:

@@ -22,6 +22,9 @@ class Status(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     UNKNOWN = "unknown"
+    #: a case verdict only, never a checker's: the same schedule failed in one run and
+    #: passed in another (inconclusive, exit 3; every run is in the report)
+    FLAKY = "flaky"
 
 
 @dataclass(frozen=True)

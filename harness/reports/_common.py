@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-SYMBOL = {"pass": "✅", "fail": "❌", "unknown": "⚠️", None: "-"}
+SYMBOL = {"pass": "✅", "fail": "❌", "unknown": "⚠️", "flaky": "🔀", None: "-"}
 
 
 def headline(report: Mapping[str, Any]) -> tuple[str, str]:
@@ -15,8 +15,11 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
     partial = " so far" if report.get("partial") else ""
     if s["failed"]:
         return "fail", f"{s['failed']} of {s['cases']} case(s) violate an invariant{partial}"
-    if s["unknown"]:
-        return "unknown", f"inconclusive: {s['unknown']} of {s['cases']} case(s) undecided{partial}"
+    if s["unknown"] or s.get("flaky"):
+        why = [f"{s['unknown']} of {s['cases']} case(s) undecided"] if s["unknown"] else []
+        if s.get("flaky"):  # it failed, then passed on a rerun: no verdict either way
+            why.append(f"{s['flaky']} of {s['cases']} case(s) flaky (failed, then passed on rerun)")
+        return "unknown", f"inconclusive: {'; '.join(why)}{partial}"
     if s["boundaries_uncovered"]:
         return "gap", "coverage gap: some documented boundaries were never reached"
     if report.get("partial"):

@@ -279,6 +279,7 @@ def summary_of(
         "passed": verdicts.count("pass"),
         "failed": verdicts.count("fail"),
         "unknown": verdicts.count("unknown"),
+        "flaky": verdicts.count("flaky"),
         "not_run": sum(1 for i in plan if i not in done),
         "boundaries_documented": len(boundaries),
         "boundaries_covered": len(covered),

@@ -55,7 +55,7 @@ table.matrix td.cell { width: 34px; min-width: 34px; text-align: center; color: 
                        font-weight: 700; }
 td.pass, span.pass { background: var(--pass); }
 td.fail, span.fail { background: var(--fail); }
-td.unknown, span.unknown { background: var(--unknown); }
+td.unknown, span.unknown, span.flaky { background: var(--unknown); }
 td.none { background: #eeeeee; color: var(--none) !important; }
 td.cell a { color: #fff; text-decoration: none; display: block; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -69,7 +69,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .chip.unplanned { border-color: #cfd8dc; color: #90a4ae; background: #fff; }
 section.case { background: #fff; border: 1px solid var(--line); border-left: 6px solid var(--fail);
                border-radius: 6px; padding: 14px 18px; margin: 16px 0; }
-section.case.unknown { border-left-color: var(--unknown); }
+section.case.unknown, section.case.flaky { border-left-color: var(--unknown); }
 section.case ul { margin: 6px 0 10px; padding-left: 20px; }
 figure { margin: 10px 0; overflow-x: auto; }
 figure svg { max-width: 100%; height: auto; }
@@ -78,7 +78,7 @@ details summary { cursor: pointer; color: #1565c0; }
 footer { color: var(--muted); margin: 40px 0 10px; font-size: 12px; }
 """
 
-_LETTER = {"pass": "✓", "fail": "✗", "unknown": "?"}
+_LETTER = {"pass": "✓", "fail": "✗", "unknown": "?", "flaky": "~"}
 
 
 def render_html(
@@ -283,6 +283,9 @@ def _case(
             )
     out.append(f"<li>provider: {escape(effects_line(case))}</li>")
     out += [f"<li>note: {escape(n)}</li>" for n in case["notes"]]
+    if case.get("runs"):
+        said = ", then ".join(str(r["verdict"]) for r in case["runs"])
+        out.append(f"<li>runs of this schedule (same seed): {escape(said)}</li>")
     out.append("</ul>")
     timeline: list[Mapping[str, Any]] = list(case.get("timeline") or [])
     recorded = bool(timeline)

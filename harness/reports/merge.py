@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from harness.errors import BadInputError, ExitStatus, HarnessError
 from harness.invariants import Status
+from harness.reports._common import headline
 from harness.reports._contract import SCHEMA, ReportError, assemble, validate
 
 #: fields every shard of one campaign must agree on, as (field, what it is)
@@ -153,9 +154,9 @@ def verdict(report: Mapping[str, Any]) -> tuple[ExitStatus, str]:
             message = f"{s['failed']} of {s['cases']} case(s) violate an invariant"
             if s["boundaries_uncovered"]:
                 message += "; never reached: " + ", ".join(s["boundaries_uncovered"])
-        elif s["unknown"]:
+        elif s["unknown"] or s.get("flaky"):
             status = ExitStatus.INCONCLUSIVE
-            message = f"inconclusive: {s['unknown']} of {s['cases']} case(s) undecided"
+            message = headline(report)[1]
         else:
             status, message = ExitStatus.PASSED, f"all {s['cases']} case(s) hold every invariant"
     merged = report.get("merged")
@@ -335,6 +336,7 @@ class _Worker:
 class _Case:
     invariants: dict[str, _Check]
     workers: list[_Worker]
+    verdict: Status
 
 
 @dataclass
@@ -356,6 +358,7 @@ class _Judged:
                         for name, r in c["invariants"].items()
                     },
                     workers=[_Worker(OutcomeKind(w["outcome"]) in ANOMALIES) for w in c["workers"]],
+                    verdict=Status(c["verdict"]),
                 )
                 for c in cases
             ]
