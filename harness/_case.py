@@ -234,8 +234,13 @@ class CaseContext:
         self.provider_advances.append((time.time(), seconds))
         self.record("clock_jump", seconds=seconds, reason=reason)
 
-    def add_provider_rule(self, rule: FaultRule) -> None:
-        self.provider_rules.append(rule)
+    def add_provider_rule(self, rule: FaultRule, *, first: bool = False) -> None:
+        """Arm a provider fault; ``first``: ahead of the rules already armed, so it fires on
+        a request they also match (the provider applies the first rule that fires)."""
+        if first:
+            self.provider_rules.insert(0, rule)
+        else:
+            self.provider_rules.append(rule)
         self.provider.admin.set_faults(self.provider_rules)
 
     def engine(self) -> Engine:

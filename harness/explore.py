@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -69,9 +70,7 @@ def step_strategy(boundaries: tuple[str, ...]) -> st.SearchStrategy[Step]:
         ),
         st.builds(lambda b: Step("restore_backup", b, 1), st.sampled_from(points)),
         st.just(Step("concurrent_claim")),
-        st.builds(
-            lambda size: Step("provider_slow", arg=size), st.sampled_from(SLOW_REPLY_SIZES)
-        ),
+        st.builds(lambda size: Step("provider_slow", arg=size), st.sampled_from(SLOW_REPLY_SIZES)),
     )
 
 
@@ -239,7 +238,17 @@ def mark_flaky(tried: list[CaseResult], specs: list[CaseSpec]) -> list[CaseResul
     return found
 
 
-def coverage(tried: list[CaseResult], boundaries: tuple[str, ...]) -> dict[str, object]:
+class Reach(TypedDict):
+    """What an explore's schedules reached: the report's ``explore`` section carries it."""
+
+    #: documented boundary -> schedules that reached it at least once
+    schedules_reaching: dict[str, int]
+    boundaries_unreached: list[str]
+    #: reached, but no fault step of any schedule landed there
+    boundaries_never_faulted: list[str]
+
+
+def coverage(tried: list[CaseResult], boundaries: tuple[str, ...]) -> Reach:
     """Which documented boundaries the schedules reached, and which a fault step landed on.
 
     Like sweep's ``pairs_missing``: a search that never reached a boundary never tried a

@@ -2,10 +2,12 @@
 
 ``:N`` picks the N-th send of the case (default 1). ``provider_accept_then_drop`` records the
 effect and cuts the connection before any reply: the hard case seen from the provider side.
-``provider_slow:DURATION`` holds the case's first send that long before the provider handles
-it: below the worker's request timeout (1 s) a slow success, above it a reply that arrives
-after the worker gave up, with the effect landing late (a rival or a reconcile may look in
-between).
+``provider_slow:DURATION`` handles the case's first send at once (the effect is in the log)
+and holds its reply that long, whatever other fault that send was due: below the worker's
+request timeout (1 s) a slow success, above it a reply that comes after the worker gave up
+(a ``provider_timeout`` of a chosen length).
+The reply is held, not the request: an effect that landed after the case was judged would be
+evidence the checkers never saw.
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ def _slow_prepare(ctx: CaseContext, step: Step) -> None:
         delay = _check_slow(step.arg) if step.arg else DEFAULT_SLOW_S
     except ArgError as exc:
         raise BadInputError(f"{step}: {exc}") from None
-    ctx.add_provider_rule(FaultRule(fault="slow", delay_s=delay, nth=1))
+    # Ahead of the workload's own faults: in a race the first send may be one of theirs,
+    # and the reply must be held whichever send comes first, or a replay could differ.
+    rule = FaultRule(fault="timeout", hold_s=delay, then="reply", nth=1)
+    ctx.add_provider_rule(rule, first=True)
 
 
 def _rule(make: Callable[[int], FaultRule]) -> Callable[[CaseContext, Step], None]:
@@ -99,7 +104,7 @@ FAULTS = (
     ),
     FaultSpec(
         id="provider_slow",
-        summary="the provider holds the case's first send before handling it, then replies",
+        summary="the provider handles the case's first send, then holds its reply that long",
         needs_boundary=False,
         run=_nothing,
         prepare=_slow_prepare,
