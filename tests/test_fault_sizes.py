@@ -138,7 +138,15 @@ def test_only_a_jump_past_the_window_exposes_a_worker_that_ignores_it(
 
 
 @pytest.mark.parametrize(
-    "case", ["provider_slow:0.3s", "provider_slow:1.5s", "concurrent_claim+provider_slow:1.5s"]
+    "case",
+    [
+        "provider_slow:0.3s",
+        "provider_slow:1.5s",
+        "concurrent_claim+provider_slow:1.5s",
+        # the held reply keeps the next delivery waiting: the watchdog flags it while the
+        # harness waits for the pause at before_retry (explore found this)
+        "pause_past_lease@before_retry#1+provider_slow:1.5s",
+    ],
 )
 def test_a_slow_reply_alone_or_with_a_rival_leaves_the_reference_whole(
     case: str, tmp_path: Path
