@@ -174,6 +174,7 @@ def test_explore_command_exits_3_on_a_flaky_schedule_and_writes_both_runs(
     assert "no_silent_loss" in flaky[0]["runs"][0]["invariants_failed"]
     assert report["summary"]["flaky"] == 1
     assert report["summary"]["failed"] == 0
+    assert report["summary"]["invariants_violated"] == []
     assert report["explore"]["flaky"][0]["case"] == flaky[0]["id"]
     assert report["explore"]["minimal"] is None
     assert f"flaky schedule: {flaky[0]['id']}" in proc.stdout

@@ -163,6 +163,26 @@ def test_a_slow_reply_alone_or_with_a_rival_leaves_the_reference_whole(
     assert held[0].outcome == "fresh"
 
 
+@pytest.mark.parametrize(("size", "flagged"), [("0.3s", False), ("1.5s", True)])
+def test_only_a_reply_held_past_the_timeout_exposes_a_worker_that_calls_it_failed(
+    size: str, *, flagged: bool, tmp_path: Path
+) -> None:
+    """``unknown_as_failed`` records a reply it gave up on as failed: a reply held inside the
+    1 s request timeout is a slow success (it holds), one held past it is caught."""
+    settings = CampaignSettings(
+        system=resolve("mutant:unknown_as_failed"),
+        seed=4,
+        runs=1,
+        destinations_per_topic=1,
+        provider_faults=(),
+        workdir=tmp_path,
+    )
+    with Campaign(settings) as campaign:
+        result = campaign.run(CaseSpec.parse(f"provider_slow:{size}"))
+    status = result.invariants["accepted_reconciled_or_unknown"].status
+    assert status is (Status.FAIL if flagged else Status.PASS), result.invariants
+
+
 def test_sized_case_ids_round_trip() -> None:
     """A size is part of the id: it parses and prints back unchanged."""
     for text in (
