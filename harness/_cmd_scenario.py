@@ -49,6 +49,9 @@ def print_case(case: Any) -> None:
     click.echo(f"  {mark} {case.spec.id:<46} {case.duration_s:6.2f}s{extra}")
     for note in case.notes:
         click.echo(f"       note: {note}")
+    if case.runs:
+        said = ", then ".join(r.verdict.value for r in case.runs)
+        click.echo(f"       runs of this schedule: {said} (same seed, same schedule)")
     if case.verdict is not Status.PASS:
         for w in case.workers:
             if w.stack_dump or (w.outcome_is_anomaly and w.stderr_tail):
@@ -99,7 +102,14 @@ def _execute(
     determinism: int = 0,
 ) -> None:
     from harness import scenario as scenario_mod
-    from harness.campaign import Campaign, CampaignResult, CaseSpec, default_cases, finish_campaign
+    from harness.campaign import (
+        Campaign,
+        CampaignResult,
+        CaseSpec,
+        default_cases,
+        finish_campaign,
+        validate_cases,
+    )
     from harness.determinism import rerun_sample
     from harness.parallel import run_cases
     from harness.parallel import shard as shard_cases
@@ -139,6 +149,7 @@ def _execute(
                 shard_info["plan"] = [c.id for c in cases]
                 cases = shard_cases(cases, shard)
         if mode != "sweep":
+            validate_cases(settings.system, cases)  # every case refused before any runs
             settings.cases = cases
         with Campaign(settings) as campaign:
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
@@ -325,6 +336,7 @@ def explore_cmd(
 
     from harness import scenario as scenario_mod
     from harness.campaign import Campaign, CampaignResult, finish_campaign
+    from harness.explore import coverage as explore_coverage
     from harness.explore import explore
 
     try:
@@ -366,21 +378,36 @@ def explore_cmd(
         click.echo("interrupted; every worker and provider was stopped", err=True)
         sys.exit(130)
     elapsed = time.perf_counter() - started
-    rate = len(found.tried) / elapsed if elapsed else 0.0
+    runs = sum(len(r.runs) or 1 for r in found.tried)
+    rate = runs / elapsed if elapsed else 0.0
+    reach = explore_coverage(found.tried, settings.system.boundaries)
     result.extra["explore"] = {
         "budget": budget,
-        "schedules_run": len(found.tried),
+        "schedules_run": runs,
         "schedules_per_second": round(rate, 2),
         "failures_seen": found.failures_seen,
         "minimal": found.minimal.spec.id if found.minimal else None,
+        "flaky": [
+            {"case": f.spec.id, "runs": [r.verdict.value for r in f.runs], "replay": f.replay}
+            for f in found.flaky
+        ],
+        **reach,
     }
     outcome, _ = finish_report(scenario, result, "explore", report_dir)
-    click.echo(f"{len(found.tried)} schedules in {elapsed:.1f}s ({rate:.1f}/s)")
+    click.echo(f"{runs} schedules in {elapsed:.1f}s ({rate:.1f}/s)")
+    if reach["boundaries_unreached"]:
+        click.echo("never reached: " + ", ".join(reach["boundaries_unreached"]))
+    if reach["boundaries_never_faulted"]:
+        click.echo("reached, no fault landed: " + ", ".join(reach["boundaries_never_faulted"]))
+    for f in found.flaky:
+        said = ", then ".join(r.verdict.value for r in f.runs)
+        click.echo(f"flaky schedule: {f.spec.id}  (runs: {said})")
+        click.echo(f"replay: {f.replay}")
     if found.minimal is not None:
         broken = [n for n, r in found.minimal.invariants.items() if r.status is not Status.PASS]
         click.echo(f"smallest failing schedule: {found.minimal.spec.id}  ({', '.join(broken)})")
         click.echo(f"replay: {found.minimal.replay}")
-    else:
+    elif not found.flaky:
         click.echo("no failing schedule found")
     click.echo(outcome.message)
     sys.exit(outcome.status)

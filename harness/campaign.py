@@ -28,7 +28,8 @@ from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
 from harness.clock import SharedClock
 from harness.errors import BadInputError, UnknownBoundaryError
-from harness.faults import FAULTS
+from harness.faults import FAULTS, FaultSpec
+from harness.faults._args import ArgError
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
 from harness.invariants._model import NOT_JUDGED
 from harness.reference import adapters
@@ -75,6 +76,9 @@ class CaseResult:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     #: worker -> boundary -> hits, for planning a sweep of a recovery
     hits_by_worker: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: a flaky case's runs of the same schedule, in order (this result is the first failing
+    #: one, whose evidence it shows); empty for a case run once
+    runs: list[CaseResult] = field(default_factory=list)
     #: what became of each planned step (landed, not reached, ...), in order
     step_records: list[StepRecord] = field(default_factory=list)
 
@@ -103,6 +107,20 @@ class CaseResult:
             "landings": [r.to_json() for r in self.step_records],
             "crash_fired": self.crash_fired,
             "boundaries_reached": self.reached,
+            "workers": [w.to_json() for w in self.workers],
+            "notes": self.notes,
+            "duration_s": round(self.duration_s, 3),
+            **({"runs": [r.run_json() for r in self.runs]} if self.runs else {}),
+        }
+
+    def run_json(self) -> dict[str, Any]:
+        """One run of a schedule run more than once (a flaky case lists each)."""
+        return {
+            "verdict": self.verdict.value,
+            "invariants_failed": sorted(
+                n for n, r in self.invariants.items() if r.status is Status.FAIL
+            ),
+            "crash_fired": self.crash_fired,
             "workers": [w.to_json() for w in self.workers],
             "notes": self.notes,
             "duration_s": round(self.duration_s, 3),
@@ -199,6 +217,24 @@ def validate_cases(system: System, cases: list[CaseSpec]) -> None:
                 raise BadInputError(f"case {case.id!r}: {step.fault} takes no @BOUNDARY#HIT")
             if step.boundary is not None and step.boundary not in system.boundaries:
                 raise UnknownBoundaryError(step.boundary, system.boundaries)
+            if step.arg is not None:
+                _check_arg(case, step, spec)
+
+
+def _check_arg(case: CaseSpec, step: Step, spec: FaultSpec) -> None:
+    """A step's ``:ARG`` means what its fault says, or the plan is refused before it runs."""
+    assert step.arg is not None
+    if spec.check_arg is None:
+        raise BadInputError(
+            f"case {case.id!r}: step {step}: expected no :ARG ({step.fault} takes none),"
+            f" found {step.arg!r}"
+        )
+    try:
+        spec.check_arg(step.arg)
+    except ArgError as exc:
+        raise BadInputError(
+            f"case {case.id!r}: step {step}: expected {exc.expected}, found {exc.found!r}"
+        ) from None
 
 
 def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:

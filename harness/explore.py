@@ -20,14 +20,16 @@ import hashlib
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import Flaky
 
 from harness import _jobpipe
 from harness.campaign import Campaign, CaseResult
@@ -38,8 +40,19 @@ from harness.schedule import CaseSpec, Step
 _PAUSE_POINTS = ("after_claim", "before_retry", "before_reconcile", "after_provider_accept")
 
 
+#: clock jump sizes, simplest first: just past the key window (the default), inside it, and
+#: days past it (beyond a provider's retention period too: orders keep ids up to 72 h)
+CLOCK_JUMP_SIZES: tuple[str | None, ...] = (None, "inwindow", "4d")
+#: slow replies: inside the worker's 1 s request timeout, and past it
+SLOW_REPLY_SIZES: tuple[str, ...] = ("0.3s", "1.5s")
+
+
 def step_strategy(boundaries: tuple[str, ...]) -> st.SearchStrategy[Step]:
-    """One fault step; listed simplest first, which is the direction Hypothesis shrinks to."""
+    """One fault step; listed simplest first, which is the direction Hypothesis shrinks to.
+
+    Faults with a size draw it too (``clock_jump@B#1:4d``, ``provider_slow:1.5s``), and a
+    slow reply drawn with ``concurrent_claim`` in one schedule races a rival against it.
+    """
     points = tuple(b for b in _PAUSE_POINTS if b in boundaries) or boundaries
     crash = st.builds(
         lambda b, h: Step("crash", b, h), st.sampled_from(boundaries), st.integers(1, 3)
@@ -47,12 +60,17 @@ def step_strategy(boundaries: tuple[str, ...]) -> st.SearchStrategy[Step]:
     return st.one_of(
         crash,
         st.builds(lambda b: Step("pause_past_lease", b, 1), st.sampled_from(points)),
-        st.builds(lambda b: Step("clock_jump", b, 1), st.sampled_from(points)),
+        st.builds(
+            lambda b, size: Step("clock_jump", b, 1, size),
+            st.sampled_from(points),
+            st.sampled_from(CLOCK_JUMP_SIZES),
+        ),
         st.builds(
             lambda b, h: Step("roster_change", b, h), st.sampled_from(boundaries), st.integers(1, 2)
         ),
         st.builds(lambda b: Step("restore_backup", b, 1), st.sampled_from(points)),
         st.just(Step("concurrent_claim")),
+        st.builds(lambda size: Step("provider_slow", arg=size), st.sampled_from(SLOW_REPLY_SIZES)),
     )
 
 
@@ -65,9 +83,11 @@ def schedule_strategy(boundaries: tuple[str, ...], max_steps: int) -> st.SearchS
 @dataclass
 class ExploreResult:
     tried: list[CaseResult] = field(default_factory=list)
-    #: the smallest failing schedule after shrinking, if any failed
+    #: the smallest failing schedule after shrinking, if any failed and its rerun failed too
     minimal: CaseResult | None = None
     failures_seen: int = 0
+    #: schedules that failed once and passed on a rerun (verdict ``flaky``, runs listed)
+    flaky: list[CaseResult] = field(default_factory=list)
 
 
 def explore(
@@ -147,15 +167,110 @@ def _search(
     # One example database key per system, so schedules found for one never replay on another.
     digest = hashlib.sha256(campaign.settings.system.name.encode()).digest()
     test._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]
+    flaky: list[CaseSpec] = []
     try:
         test()
+    except Flaky:  # FlakyFailure too: the shrunk failure passed when Hypothesis replayed it
+        if not failing:
+            raise
+        flaky.append(_replayed(outcome.tried, failing))
     except AssertionError:
         # Hypothesis replays the shrunk example last: it is the minimal failing schedule.
         outcome.minimal = failing[-1] if failing else None
     outcome.failures_seen = len(failing)
     if outcome.minimal is not None:
         outcome.minimal = simplify(campaign, outcome.minimal, on_case=on_case, tried=outcome.tried)
+        if not _confirmed(campaign, outcome.minimal, outcome.tried, on_case=on_case):
+            flaky.append(outcome.minimal.spec)
+            outcome.minimal = None
+    outcome.flaky = mark_flaky(outcome.tried, flaky)
     return outcome
+
+
+def _replayed(tried: list[CaseResult], failing: list[CaseResult]) -> CaseSpec:
+    """The schedule Hypothesis replayed last and saw pass, after it had failed."""
+    last = tried[-1]
+    failed = {r.spec for r in failing}
+    if last.verdict is not Status.FAIL and last.spec in failed:
+        return last.spec
+    return failing[-1].spec
+
+
+def _confirmed(
+    campaign: Campaign,
+    found: CaseResult,
+    tried: list[CaseResult],
+    *,
+    on_case: Callable[[CaseResult], None] | None,
+) -> bool:
+    """Whether ``found`` fails on a second run too (one more run unless it already did).
+
+    A failure that does not repeat with the same seed and schedule is no violation to
+    report: the schedule is flaky (inconclusive), and both runs go in the report.
+    """
+    runs = [r for r in tried if r.spec == found.spec]
+    if sum(1 for r in runs if r.verdict is Status.FAIL) >= 2:
+        return all(r.verdict is Status.FAIL for r in runs)
+    again = campaign.run(found.spec)
+    tried.append(again)
+    if on_case is not None:
+        on_case(again)
+    return again.verdict is Status.FAIL
+
+
+def mark_flaky(tried: list[CaseResult], specs: list[CaseSpec]) -> list[CaseResult]:
+    """Fold every run of each flaky schedule in ``tried`` into one case, verdict ``flaky``.
+
+    The case shows the first failing run's evidence and lists every run (``runs``); it takes
+    the place of that schedule's first run. Returns the flaky cases.
+    """
+    found: list[CaseResult] = []
+    for spec in dict.fromkeys(specs):
+        runs = [r for r in tried if r.spec == spec]
+        failed = [r for r in runs if r.verdict is Status.FAIL]
+        if not failed or len(runs) < 2:
+            continue
+        flaky = replace(failed[0], verdict=Status.FLAKY, runs=runs)
+        at = tried.index(runs[0])
+        tried[:] = [r for r in tried if r.spec != spec]
+        tried.insert(min(at, len(tried)), flaky)
+        found.append(flaky)
+    return found
+
+
+class Reach(TypedDict):
+    """What an explore's schedules reached: the report's ``explore`` section carries it."""
+
+    #: documented boundary -> schedules that reached it at least once
+    schedules_reaching: dict[str, int]
+    boundaries_unreached: list[str]
+    #: reached, but no fault step of any schedule landed there
+    boundaries_never_faulted: list[str]
+
+
+def coverage(tried: list[CaseResult], boundaries: tuple[str, ...]) -> Reach:
+    """Which documented boundaries the schedules reached, and which a fault step landed on.
+
+    Like sweep's ``pairs_missing``: a search that never reached a boundary never tried a
+    fault there, whatever it drew. A step landed if its own record says so (the crash line,
+    the pause, the provider's count).
+    """
+    reaching = {b: 0 for b in boundaries}
+    landed: set[str] = set()
+    for result in tried:
+        for run in result.runs or [result]:
+            for b, hits in run.reached.items():
+                if b in reaching and hits > 0:
+                    reaching[b] += 1
+            # a step landed by its own evidence (``CaseResult.step_records``)
+            for step, record in zip(run.spec.steps, run.step_records, strict=False):
+                if step.boundary is not None and record.landed:
+                    landed.add(step.boundary)
+    return {
+        "schedules_reaching": reaching,
+        "boundaries_unreached": [b for b in boundaries if reaching[b] == 0],
+        "boundaries_never_faulted": [b for b in boundaries if reaching[b] and b not in landed],
+    }
 
 
 # -- several searches side by side ---------------------------------------------------------
@@ -234,6 +349,8 @@ def _explore_jobs(
     candidates = [r.minimal for r in (mine, *finals) if r.minimal is not None]
     outcome.failures_seen = sum(r.failures_seen for r in (mine, *finals))
     outcome.minimal = min(candidates, key=lambda r: len(r.spec.steps), default=None)
+    flaky = [f.spec for r in (mine, *finals) for f in r.flaky]
+    outcome.flaky = mark_flaky(outcome.tried, flaky)
     return outcome
 
 
@@ -255,7 +372,9 @@ def _job_search(
         max_steps=max_steps,
         on_case=lambda r: _jobpipe.send(out_fd, "case", r),
     )
-    done = ExploreResult(minimal=found.minimal, failures_seen=found.failures_seen)
+    done = ExploreResult(
+        minimal=found.minimal, failures_seen=found.failures_seen, flaky=found.flaky
+    )
     _jobpipe.send(out_fd, "done", done)
 
 

@@ -353,14 +353,22 @@ class Supervisor:
     def wait_paused(self, worker: RunningWorker, *, timeout_s: float) -> Paused | None:
         """Block until the worker reports it is paused at a boundary; None if it ended first.
 
-        Raises ``SupervisorError`` if neither happens within ``timeout_s``.
+        Raises ``SupervisorError`` if neither happens within ``timeout_s``. A watchdog's
+        ``overdue_flagged`` on the way is passed over: the worker is still working toward the
+        boundary (a held reply keeps its next delivery waiting), and the flag is in the trace
+        for the liveness checker.
         """
-        event = self.wait_event(worker, timeout_s=timeout_s)
-        if event is None:
-            return None
-        if event.kind != "paused":
-            raise SupervisorError(f"expected {worker.name} to pause, it said {event.kind}")
-        return Paused(worker, event.subject, event.hit)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            event = self.wait_event(worker, timeout_s=left)
+            if event is None:
+                return None
+            if event.kind == "overdue_flagged":
+                continue
+            if event.kind != "paused":
+                raise SupervisorError(f"expected {worker.name} to pause, it said {event.kind}")
+            return Paused(worker, event.subject, event.hit)
 
     def wait_event(
         self, worker: RunningWorker, *, timeout_s: float, quiet_ok: bool = False

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
+from pathlib import Path
 
+from sqlalchemy import Engine
+
+from harness.invariants import LedgerSnapshot
 from harness.reference.worker import ReferenceWorker
 from harness.systems import System, resolve
 from harness.worker_config import WorkerConfig
@@ -43,6 +48,22 @@ def _loses_everything(config: WorkerConfig) -> None:
             )
     finally:
         worker.engine.dispose()
+
+
+#: the marker file whose absence makes ``FLAKY`` misread its ledger once (set by the test)
+FLAKY_MARKER_ENV = "CH_TEST_FLAKY_MARKER"
+
+
+def _reads_wrong_once(engine: Engine) -> LedgerSnapshot:
+    """The reference's ledger, except the first time it is ever read (no marker file yet):
+    then every delivery row is missing, so the first case judged fails and any rerun of it
+    passes. A stand-in for a system whose outcome differs between runs of one schedule."""
+    snapshot = _REF.read_ledger(engine)
+    marker = Path(os.environ[FLAKY_MARKER_ENV])
+    if marker.exists():
+        return snapshot
+    marker.write_text("read once\n")
+    return replace(snapshot, deliveries=())
 
 
 DIES = System(
@@ -97,4 +118,13 @@ FICKLE = System(
     prepare=_REF.prepare,
     read_ledger=_REF.read_ledger,
     boundaries=(*_REF.boundaries, FICKLE_POINT),
+)
+
+
+FLAKY = System(
+    name="tests._systems:FLAKY",
+    description="the reference, whose first ledger read loses every delivery row",
+    main=_REF.main,
+    prepare=_REF.prepare,
+    read_ledger=_reads_wrong_once,
 )

@@ -41,6 +41,12 @@ FAULT_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "clock_jump@before_retry#1": ("ignores_key_window", "retry_within_window", {}),
     "provider_accept_then_drop:2": ("unknown_as_failed", "accepted_reconciled_or_unknown", {}),
     "provider_timeout:3": ("unknown_as_failed", "accepted_reconciled_or_unknown", {}),
+    # one delivery and no workload faults: only the held reply can expose the mutant
+    "provider_slow:1.5s": (
+        "unknown_as_failed",
+        "accepted_reconciled_or_unknown",
+        {"runs": 1, "destinations_per_topic": 1, "provider_faults": ()},
+    ),
     "provider_5xx:1": ("ack_before_send", "exactly_once_effect", {}),
     "task_never_started": ("fire_and_forget_task", "liveness", {}),
     "loop_stall": ("no_watchdog", "liveness", {}),

@@ -3,11 +3,14 @@ planted two-crash bug and shrinks it to two crashes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from harness.campaign import Campaign, CampaignSettings
+from harness._case import Landing, StepRecord
+from harness.campaign import Campaign, CampaignSettings, CaseResult, validate_cases
 from harness.explore import explore
 from harness.invariants import Status
+from harness.schedule import CaseSpec
 from harness.sweep import sweep
 from harness.systems import resolve
 
@@ -86,3 +89,102 @@ def test_explore_with_two_jobs_runs_two_searches_and_still_shrinks(tmp_path: Pat
     assert [s.fault for s in found.minimal.spec.steps] == ["crash", "crash"]
     assert found.minimal.invariants["exactly_once_effect"].status is Status.FAIL
     assert len(found.tried) >= 2
+
+
+def test_explore_draws_fault_sizes_and_a_slow_reply_beside_a_rival() -> None:
+    """The search space holds clock jumps inside the window and days past it, slow replies
+    inside and past the request timeout, and a slow reply in one schedule with a rival."""
+    from hypothesis import find
+
+    from harness.explore import schedule_strategy
+
+    boundaries = resolve("reference").boundaries
+    schedules = schedule_strategy(boundaries, 3)
+
+    def has(*steps: str) -> Callable[[CaseSpec], bool]:
+        return lambda case: all(s in {str(x) for x in case.steps} for s in steps)
+
+    for wanted in (
+        ("clock_jump@before_retry#1:inwindow",),
+        ("clock_jump@before_retry#1:4d",),
+        ("provider_slow:0.3s",),
+        ("provider_slow:1.5s", "concurrent_claim"),
+    ):
+        found = find(schedules, has(*wanted))
+        validate_cases(resolve("reference"), [found])
+        assert has(*wanted)(found), found.id
+
+
+def test_reference_explore_reaches_before_retry_and_holds(tmp_path: Path) -> None:
+    """The explore scenario's provider makes the reference retry: every schedule of a short
+    search reaches before_retry (so faults drawn there can land), and none fails."""
+    from harness import scenario as scenario_mod
+    from harness.explore import coverage
+
+    sc = scenario_mod.load(scenario_mod.resolve_path("reference-explore"))
+    settings = CampaignSettings(
+        system=sc.build_system(), seed=3, workdir=tmp_path, **sc.campaign_fields()
+    )
+    with Campaign(settings) as campaign:
+        found = explore(campaign, budget=8, seed=3, database_dir=None)
+    assert found.minimal is None
+    assert not found.flaky
+    undecided = (Status.FAIL, Status.UNKNOWN, Status.FLAKY)
+    assert [r.spec.id for r in found.tried if r.verdict in undecided] == []
+    # a drawn schedule whose step did not land is a gap with its reason, never a pass
+    assert all(r.not_landed for r in found.tried if r.verdict is Status.GAP)
+    reach = coverage(found.tried, settings.system.boundaries)
+    assert reach["boundaries_unreached"] == []
+    reaching = reach["schedules_reaching"]
+    # a crash or fault placed before the first send can stop a schedule short of it
+    assert reaching["before_retry"] >= len(found.tried) - 2, reaching
+
+
+def _ran(case: str, reached: dict[str, int], missed: list[int]) -> CaseResult:
+    """A judged case whose steps at the ``missed`` positions did not land."""
+    spec = CaseSpec.parse(case)
+    records = [
+        StepRecord(str(step), Landing.NOT_REACHED if i in missed else Landing.LANDED, "")
+        for i, step in enumerate(spec.steps)
+    ]
+    return CaseResult(
+        spec=spec,
+        verdict=Status.GAP if missed else Status.PASS,
+        invariants={},
+        workers=[],
+        intended=1,
+        accepted=1,
+        reached=reached,
+        crash_fired=False,
+        notes=[],
+        duration_s=0.0,
+        replay="",
+        step_records=records,
+    )
+
+
+def test_explore_coverage_lists_boundaries_never_reached_and_never_faulted() -> None:
+    """A boundary no schedule reached is listed as unreached; one reached whose steps never
+    landed (by their step records) as never faulted; a landed step counts once it lands."""
+    from harness.explore import coverage
+
+    boundaries = ("after_claim", "before_retry", "before_reconcile", "after_ack")
+    tried = [
+        _ran("crash@after_claim#1", {"after_claim": 1, "after_ack": 1}, []),
+        _ran(
+            "pause_past_lease@before_reconcile#2",
+            {"after_claim": 1, "before_reconcile": 1, "after_ack": 1},
+            [0],
+        ),
+        # the same step twice: one landed, one did not
+        _ran("clock_jump@after_ack#1+clock_jump@after_ack#1", {"after_ack": 2}, [1]),
+    ]
+    reach = coverage(tried, boundaries)
+    assert reach["boundaries_unreached"] == ["before_retry"]
+    assert reach["boundaries_never_faulted"] == ["before_reconcile"]
+    assert reach["schedules_reaching"] == {
+        "after_claim": 2,
+        "before_retry": 0,
+        "before_reconcile": 1,
+        "after_ack": 3,
+    }

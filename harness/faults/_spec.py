@@ -36,6 +36,9 @@ class FaultSpec:
     arg_help: str | None = None
     #: decides landing from the provider's effect log after the case (provider faults)
     confirm: Confirm | None = None
+    #: parses ``:ARG`` and raises ``ArgError`` when it is malformed or out of range; None:
+    #: the fault takes no argument (``validate_cases`` refuses one)
+    check_arg: Callable[[str], object] | None = None
 
 
 def not_reached(ctx: CaseContext, step: Step, worker: RunningWorker) -> None:

@@ -1,25 +1,58 @@
-"""``clock_jump``: while a worker holds at a boundary, every clock moves past the key's window.
+"""``clock_jump``: while a worker holds at a boundary, every clock moves forward.
 
-The default jump is the provider's dedupe window plus a minute (``:SECONDS`` to choose). A
-retry after the jump reuses a key the provider has forgotten: a correct worker reconciles or
-goes to ``review``; a worker that resends anyway delivers twice.
+The default jump is the provider's dedupe window plus a minute: just past the key's window. A
+retry after it reuses a key the provider has forgotten: a correct worker reconciles or goes to
+``review``; a worker that resends anyway delivers twice.
+
+``:SIZE`` chooses the jump: a duration (``61s``, ``30m``, ``25h``, ``3d``; a bare number is
+seconds, as old case ids wrote it), or ``inwindow`` (half the key window: a jump that stays
+inside it, where a retry must still be deduplicated). Days reach past a provider's retention
+period (orders keep an id for 6 to 72 hours), not only its key window.
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 from harness._boundary import Arm
 from harness._case import CaseContext
 from harness.errors import BadInputError
+from harness.faults._args import DURATION_HELP, ArgError, duration_s
 from harness.faults._spec import FaultSpec, not_reached, place
 from harness.schedule import Step
+
+#: a jump that stays inside the key window (half of it)
+IN_WINDOW: Final = "inwindow"
+#: the longest jump a case may ask for: past any window or retention period, short of nonsense
+MAX_JUMP_S: Final = 366 * 86400.0
+#: the default jump lands this far past the key window
+PAST_WINDOW_S: Final = 60.0
+
+
+def check_arg(arg: str) -> float | None:
+    """The jump ``arg`` asks for in seconds (None: ``inwindow``, known only per case)."""
+    if arg == IN_WINDOW:
+        return None
+    try:
+        return duration_s(arg, maximum_s=MAX_JUMP_S)
+    except ArgError as exc:
+        raise ArgError(f"{exc.expected}, or {IN_WINDOW!r}", exc.found) from None
+
+
+def jump_s(arg: str | None, key_window_s: float) -> float:
+    """Seconds to move every clock for ``arg`` with this key window."""
+    if arg is None:
+        return key_window_s + PAST_WINDOW_S
+    seconds = check_arg(arg)
+    return key_window_s / 2 if seconds is None else seconds
 
 
 def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
     try:
-        seconds = float(step.arg) if step.arg else ctx.base_config.key_window_s + 60.0
-    except ValueError:
-        raise BadInputError(f"{step}: ':{step.arg}' is not a number of seconds") from None
+        seconds = jump_s(step.arg, ctx.base_config.key_window_s)
+    except ArgError as exc:  # validate_cases refuses these before any case runs
+        raise BadInputError(f"{step}: {exc}") from None
     worker = ctx.spawn([Arm(boundary, hit, "pause")])
     if ctx.wait_paused(worker) is None:
         ctx.wait(worker)
@@ -33,8 +66,11 @@ def run(ctx: CaseContext, step: Step) -> None:
 
 FAULT = FaultSpec(
     id="clock_jump",
-    summary="move every clock past the key's dedupe window while a worker holds at a boundary",
+    summary="move every clock forward (past the key's dedupe window by default) while a worker"
+    " holds at a boundary",
     needs_boundary=True,
     run=run,
-    arg_help="seconds to jump (default: the key window + 60)",
+    arg_help=f"how far to jump: {DURATION_HELP}, or {IN_WINDOW!r} (half the key window);"
+    " default: the key window + 60s",
+    check_arg=check_arg,
 )

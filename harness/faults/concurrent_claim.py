@@ -11,20 +11,25 @@ from __future__ import annotations
 from harness._boundary import Arm
 from harness._case import CaseContext
 from harness.errors import BadInputError
+from harness.faults import _args
 from harness.faults._spec import FaultSpec
 from harness.schedule import Step
 
 #: how long a follower gets to make its first claim while the others hold theirs (wall s)
 RACE_WINDOW_S = 0.3
+#: the most racers a case may start (each is a real process on a small machine)
+MAX_RACERS = 8
+
+
+def _check(arg: str) -> int:
+    return _args.count(arg, minimum=2, maximum=MAX_RACERS, what="a number of racing workers")
 
 
 def run(ctx: CaseContext, step: Step) -> None:
     try:
-        count = int(step.arg) if step.arg else 2
-    except ValueError:
-        raise BadInputError(f"{step}: ':{step.arg}' is not a number of workers") from None
-    if count < 2:
-        raise BadInputError(f"{step}: a race needs at least 2 workers")
+        count = _check(step.arg) if step.arg else 2
+    except _args.ArgError as exc:  # validate_cases refuses these before any case runs
+        raise BadInputError(f"{step}: {exc}") from None
     workers = []
     for i in range(count):
         worker = ctx.spawn([Arm("after_claim", 1, "pause")])
@@ -66,5 +71,6 @@ FAULT = FaultSpec(
     summary="two or more workers race for the same queue, released together after claiming",
     needs_boundary=False,
     run=run,
-    arg_help="number of workers (default 2)",
+    arg_help=f"number of workers, 2 to {MAX_RACERS} (default 2)",
+    check_arg=_check,
 )

@@ -2,6 +2,12 @@
 
 ``:N`` picks the N-th send of the case (default 1). ``provider_accept_then_drop`` records the
 effect and cuts the connection before any reply: the hard case seen from the provider side.
+``provider_slow:DURATION`` handles the case's first send at once (the effect is in the log)
+and holds its reply that long, whatever other fault that send was due: below the worker's
+request timeout (1 s) a slow success, above it a reply that comes after the worker gave up
+(a ``provider_timeout`` of a chosen length).
+The reply is held, not the request: an effect that landed after the case was judged would be
+evidence the checkers never saw.
 """
 
 from __future__ import annotations
@@ -11,19 +17,44 @@ from collections.abc import Callable, Sequence
 from fake_providers import FaultRule
 from harness._case import CaseContext
 from harness.errors import BadInputError
+from harness.faults._args import DURATION_HELP, ArgError, count, duration_s
 from harness.faults._spec import FaultSpec
 from harness.invariants._model import EffectRow
 from harness.schedule import Step
 
+#: the highest send number a case may name
+MAX_SEND = 1000
+#: the longest a slow reply may be held: past the request timeout, short of the worker deadline
+MAX_SLOW_S = 30.0
+#: a slow reply with no ``:DURATION``: past the worker's 1 s request timeout
+DEFAULT_SLOW_S = 1.5
+
+
+def _check_nth(arg: str) -> int:
+    return count(arg, minimum=1, maximum=MAX_SEND, what="a send number")
+
 
 def _nth(step: Step) -> int:
     try:
-        n = int(step.arg) if step.arg else 1
-    except ValueError:
-        raise BadInputError(f"{step}: ':{step.arg}' is not a send number") from None
-    if n < 1:
-        raise BadInputError(f"{step}: send numbers start at 1")
-    return n
+        return _check_nth(step.arg) if step.arg else 1
+    except ArgError as exc:  # validate_cases refuses these before any case runs
+        raise BadInputError(f"{step}: {exc}") from None
+
+
+def _check_slow(arg: str) -> float:
+    return duration_s(arg, maximum_s=MAX_SLOW_S)
+
+
+def _slow_prepare(ctx: CaseContext, step: Step) -> None:
+    try:
+        delay = _check_slow(step.arg) if step.arg else DEFAULT_SLOW_S
+    except ArgError as exc:
+        raise BadInputError(f"{step}: {exc}") from None
+    # A step's rule is armed ahead of the workload's own faults (``add_provider_rule``): in a
+    # race the first send may be one of theirs, and the reply must be held whichever send
+    # comes first, or a replay could differ.
+    rule = FaultRule(fault="timeout", hold_s=delay, then="reply", nth=1)
+    ctx.add_provider_rule(rule)
 
 
 def _rule(make: Callable[[int], FaultRule]) -> Callable[[CaseContext, Step], None]:
@@ -81,6 +112,7 @@ def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> Faul
         prepare=_rule(make),
         arg_help="which send of the case (default 1)",
         confirm=confirm,
+        check_arg=_check_nth,
     )
 
 
@@ -107,5 +139,15 @@ FAULTS = (
         "provider_429",
         "the provider throttles with 429 and Retry-After",
         lambda n: FaultRule(fault="status", status=429, retry_after=1, nth=n),
+    ),
+    FaultSpec(
+        id="provider_slow",
+        summary="the provider handles the case's first send, then holds its reply that long",
+        needs_boundary=False,
+        run=_nothing,
+        prepare=_slow_prepare,
+        arg_help=f"how long: {DURATION_HELP}, at most {MAX_SLOW_S:g}s (default {DEFAULT_SLOW_S}s)",
+        check_arg=_check_slow,
+        confirm=confirm,
     ),
 )

@@ -30,6 +30,9 @@ class Status(StrEnum):
     FAIL = "fail"
     UNKNOWN = "unknown"
     GAP = "gap"
+    #: a case verdict only, never a checker's: the same schedule failed in one run and
+    #: passed in another (inconclusive, exit 3; every run is in the report)
+    FLAKY = "flaky"
 
 
 @dataclass(frozen=True)

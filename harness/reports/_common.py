@@ -28,8 +28,10 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
     ):
         return "gap", "coverage gap: the sweep missed pairs or boundaries its plan promised"
     if s["unknown"] or s.get("flaky"):
-        undecided = s["unknown"] + s.get("flaky", 0)
-        return "unknown", f"inconclusive: {undecided} of {s['cases']} case(s) undecided{partial}"
+        why = [f"{s['unknown']} of {s['cases']} case(s) undecided"] if s["unknown"] else []
+        if s.get("flaky"):  # it failed, then passed on a rerun: no verdict either way
+            why.append(f"{s['flaky']} of {s['cases']} case(s) flaky (failed, then passed on rerun)")
+        return "unknown", f"inconclusive: {'; '.join(why)}{partial}"
     if report.get("partial"):
         return "partial", f"all {s['cases']} case(s) run so far hold every invariant"
     return "pass", f"all {s['cases']} case(s) hold every invariant"

@@ -287,6 +287,9 @@ def _case(
             )
     out.append(f"<li>provider: {escape(effects_line(case))}</li>")
     out += [f"<li>note: {escape(n)}</li>" for n in case["notes"]]
+    if case.get("runs"):
+        said = ", then ".join(str(r["verdict"]) for r in case["runs"])
+        out.append(f"<li>runs of this schedule (same seed): {escape(said)}</li>")
     out.append("</ul>")
     timeline: list[Mapping[str, Any]] = list(case.get("timeline") or [])
     recorded = bool(timeline)

@@ -110,6 +110,9 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int]) -> No
     elif case["verdict"] in ("unknown", "flaky"):
         counts["errors"] += 1
         reasons = [f"{n}: {r['summary']}" for n, r in unknown.items()] + list(case["notes"])
+        if case["verdict"] == "flaky":  # an error, not a failure: it did not fail reliably
+            runs = ", then ".join(str(r["verdict"]) for r in case.get("runs", []))
+            reasons.insert(0, f"flaky: runs of this schedule disagreed ({runs})")
         error = ET.SubElement(
             tc,
             "error",

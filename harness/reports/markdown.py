@@ -104,6 +104,9 @@ def _case(case: Mapping[str, Any]) -> list[str]:
     lines.append(f"- provider: {effects_line(case)}")
     for note in case["notes"]:
         lines.append(f"- note: {note}")
+    if case.get("runs"):
+        said = ", then ".join(str(r["verdict"]) for r in case["runs"])
+        lines.append(f"- runs of this schedule (same seed): {said}")
     lines.append("")
     evidence = {
         n: inv["evidence"]
@@ -143,6 +146,15 @@ def _coverage(report: Mapping[str, Any]) -> list[str]:
                 f"{_cell(e.get('description', ''))} |"
             )
         lines.append("")
+    explored = report.get("explore")
+    if isinstance(explored, Mapping) and "boundaries_unreached" in explored:
+        unreached = ", ".join(f"`{b}`" for b in explored["boundaries_unreached"]) or "none"
+        unfaulted = ", ".join(f"`{b}`" for b in explored["boundaries_never_faulted"]) or "none"
+        lines += [
+            f"Explore: no schedule reached {unreached}; reached, but no fault landed on"
+            f" {unfaulted}.",
+            "",
+        ]
     if s["boundaries_uncovered"]:
         lines += [
             "### Coverage gap",
