@@ -18,6 +18,7 @@ from harness.mutants import (
     new_key_per_attempt,
     no_lease,
     no_watchdog,
+    one_credential_for_all,
     recompute_destinations,
     resend_after_interrupted_recovery,
     shared_done_flag,
@@ -43,4 +44,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "recompute_destinations": recompute_destinations.system,
     "resend_after_interrupted_recovery": resend_after_interrupted_recovery.system,
     "trusts_restored_ledger": trusts_restored_ledger.system,
+    "one_credential_for_all": one_credential_for_all.system,
 }
