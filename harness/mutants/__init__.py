@@ -25,6 +25,8 @@ from harness.mutants import (
     transcript_rebuild,
     trusts_restored_ledger,
     unknown_as_failed,
+    unknown_stored_as_pending,
+    uuid_delivery_ids,
 )
 from harness.systems import System
 
@@ -45,4 +47,6 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "resend_after_interrupted_recovery": resend_after_interrupted_recovery.system,
     "trusts_restored_ledger": trusts_restored_ledger.system,
     "one_credential_for_all": one_credential_for_all.system,
+    "uuid_delivery_ids": uuid_delivery_ids.system,
+    "unknown_stored_as_pending": unknown_stored_as_pending.system,
 }
