@@ -137,11 +137,14 @@ _SQLITE_TRIGGERS = (
     f" INSERT INTO delivery_status_history ({_HISTORY_COLUMNS}) VALUES ({_HISTORY_VALUES});"
     " END",
 )
+# The history table is named in the trigger's own schema: the harness restores a backup
+# through a connection whose search path is not the case's.
 _POSTGRES_TRIGGERS = (
     "CREATE FUNCTION delivery_status_history_fn() RETURNS trigger LANGUAGE plpgsql AS $fn$"
     " BEGIN"
     " IF TG_OP = 'INSERT' OR NEW.delivery_status IS DISTINCT FROM OLD.delivery_status THEN"
-    f" INSERT INTO delivery_status_history ({_HISTORY_COLUMNS}) VALUES ({_HISTORY_VALUES});"
+    " EXECUTE 'INSERT INTO ' || quote_ident(TG_TABLE_SCHEMA) || '.delivery_status_history"
+    f" ({_HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4)' USING {_HISTORY_VALUES};"
     " END IF; RETURN NULL; END $fn$",
     "CREATE TRIGGER delivery_status_history AFTER INSERT OR UPDATE OF delivery_status"
     " ON deliveries FOR EACH ROW EXECUTE FUNCTION delivery_status_history_fn()",
