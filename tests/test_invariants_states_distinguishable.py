@@ -16,8 +16,8 @@ from harness.invariants import (
     StatusChange,
     run_checker,
 )
-from harness.trace import TraceEvent
 from harness.names import DELIVERY_STATES
+from harness.trace import TraceEvent
 
 NAME = "states_distinguishable"
 

@@ -6,7 +6,7 @@ append-only. Times are POSIX seconds (floats) so SQLite and PostgreSQL compare t
 
 from __future__ import annotations
 
-from sqlalchemy import DDL, Float, Index, Integer, String, Text, event
+from sqlalchemy import Connection, Float, Index, Integer, String, Text, event
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -151,12 +151,11 @@ _POSTGRES_TRIGGERS = (
 )
 
 
-def _install_history_triggers(target: object, connection: object, **_: object) -> None:
+def _install_history_triggers(_target: object, connection: Connection, **_: object) -> None:
     """Create the triggers once every table exists (after ``create_all``)."""
-    for statement in _SQLITE_TRIGGERS:
-        DDL(statement).execute_if(dialect="sqlite")(target, connection)
-    for statement in _POSTGRES_TRIGGERS:
-        DDL(statement).execute_if(dialect="postgresql")(target, connection)
+    statements = {"sqlite": _SQLITE_TRIGGERS, "postgresql": _POSTGRES_TRIGGERS}
+    for statement in statements.get(connection.dialect.name, ()):
+        connection.exec_driver_sql(statement)
 
 
 event.listen(Base.metadata, "after_create", _install_history_triggers)
