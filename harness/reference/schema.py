@@ -6,6 +6,8 @@ append-only. Times are POSIX seconds (floats) so SQLite and PostgreSQL compare t
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, Float, Index, Integer, String, Text, event
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -151,8 +153,12 @@ _POSTGRES_TRIGGERS = (
 )
 
 
-def _install_history_triggers(_target: object, connection: Connection, **_: object) -> None:
-    """Create the triggers once every table exists (after ``create_all``)."""
+def _install_history_triggers(_target: object, connection: Connection, **kw: Any) -> None:
+    """Create the triggers after ``create_all`` made both tables (a ``create_all`` of other
+    tables only, e.g. a user system's intake tables, makes none)."""
+    made = set(kw.get("tables") or ())
+    if not {Delivery.__table__, StatusChange.__table__} <= made:
+        return
     statements = {"sqlite": _SQLITE_TRIGGERS, "postgresql": _POSTGRES_TRIGGERS}
     for statement in statements.get(connection.dialect.name, ()):
         connection.exec_driver_sql(statement)
