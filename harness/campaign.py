@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import secrets
 import shlex
 import shutil
 import time
@@ -24,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
 from harness import _db, _scratch
+from harness import credentials as credentials_mod
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
 from harness.clock import SharedClock
@@ -158,6 +158,9 @@ class CampaignSettings:
     crash_scope: str = "worker"
     #: probe, recovery hook and deadline for a system that settles on its own timers
     settle: Settle | None = None
+    #: the provider credentials granted (``harness.credentials``): one ``shared`` ``"*"``, or
+    #: one per destination group (``per-topic``, ``per-domain``)
+    credentials: str = "shared"
 
 
 @dataclass
@@ -270,7 +273,9 @@ class Campaign:
         self.made_workdir = settings.workdir is None
         self.workdir = settings.workdir or _scratch.make_workdir("crash-harness-")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.secret = secrets.token_urlsafe(24)
+        #: the credentials the provider grants; the first is the worker's default
+        self.credentials = credentials_mod.grants(settings.credentials, self.workload.roster)
+        self.secret = self.credentials[0].secret
         self._stack = contextlib.ExitStack()
         self.provider: ProviderProcess | None = None
         self.supervisor: Supervisor | None = None
@@ -286,7 +291,9 @@ class Campaign:
                 ProviderProcess.start(
                     log_path=self.workdir / "provider-effects.sqlite",
                     preset=preset,
-                    credentials={"worker": (self.secret, ["*"])},
+                    credentials={
+                        c.credential_id: (c.secret, list(c.scope)) for c in self.credentials
+                    },
                     window_s=self.settings.provider_window_s,
                     options=self.settings.provider_options,
                 )
@@ -345,6 +352,7 @@ class Campaign:
             secret=self.secret,
             workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
             provider_advances=self.provider_advances,
+            credentials=self.credentials,
         )
 
 
@@ -382,6 +390,7 @@ def run_case(
     secret: str,
     workdir: Path,
     provider_advances: list[tuple[float, float]] | None = None,
+    credentials: tuple[credentials_mod.Credential, ...] | None = None,
 ) -> CaseResult:
     """One case, start to verdict: prepare, drive the fault steps, finish, observe, judge."""
     started = time.time()
@@ -417,12 +426,14 @@ def run_case(
             **settings.worker_overrides,
             **dict(system.config_overrides),
         }
+        grants = credentials or (credentials_mod.Credential("worker", secret, ("*",)),)
         base_config = WorkerConfig(
             db=target,
             provider_url=provider.url,
-            credential_id="worker",
-            credential_secret=secret,
-            destination_scope="*",
+            credential_id=grants[0].credential_id,
+            credential_secret=grants[0].secret,
+            destination_scope=grants[0].scope_text,
+            credentials=grants if settings.credentials != "shared" else (),
             worker_name="w0",
             clock_path=clock.path,
             **overrides,
@@ -470,7 +481,8 @@ def run_case(
             lease_s=base_config.lease_s,
             request_timeout_s=base_config.request_timeout_s,
             liveness_grace_s=base_config.liveness_grace_s,
-            credential_scopes={base_config.credential_id: (base_config.destination_scope,)},
+            # what the harness granted the provider, not what the worker says it used
+            credential_scopes={c.credential_id: c.scope for c in grants},
             provider_lookup=adapters.has_lookup(settings.provider_preset),
             provider_keys=adapters.takes_window(settings.provider_preset),
             provider_window_s=provider_window_s(provider, settings),

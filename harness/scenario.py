@@ -19,6 +19,7 @@ from typing import Any
 from fake_providers import FaultRule
 from harness import systems
 from harness._boundary import SCOPES
+from harness.credentials import CREDENTIAL_MODES
 from harness.errors import BadInputError
 from harness.invariants import CHECKERS
 from harness.schedule import CaseSpec
@@ -41,6 +42,7 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "faults": (list,),
         "window_s": (int, float),
         "options": (dict,),
+        "credentials": (str,),
     },
     "worker": {
         "lease_s": (int, float),
@@ -99,6 +101,8 @@ class Scenario:
     #: through the reference ledger) and a ``module:function`` creating its own tables
     boundaries: tuple[str, ...] | None = None
     prepare: str | None = None
+    #: ``[provider] credentials``: one shared credential, or one per destination group
+    credentials: str = "shared"
 
     def campaign_fields(self) -> dict[str, Any]:
         """The ``CampaignSettings`` fields this scenario fixes (one mapping for the CLI and
@@ -114,6 +118,7 @@ class Scenario:
             "provider_options": dict(self.provider_options),
             "crash_scope": self.crash_scope,
             "settle": self.settle,
+            "credentials": self.credentials,
         }
 
     def build_system(self) -> System:
@@ -268,6 +273,15 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
     if preset in _KEYLESS and "window_s" in provider:
         raise _err(
             path, text, "provider", "window_s", f"preset {preset!r} has no key, so no window"
+        )
+    credentials = provider.get("credentials", "shared")
+    if credentials not in CREDENTIAL_MODES:
+        raise _err(
+            path,
+            text,
+            "provider",
+            "credentials",
+            f"expected one of {', '.join(CREDENTIAL_MODES)}, got {credentials!r}",
         )
     options = dict(provider.get("options", {}))
     if options:
@@ -443,4 +457,5 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         settle=settle,
         boundaries=boundaries,
         prepare=prepare_ref,
+        credentials=credentials,
     )

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 
 from harness._db import DatabaseTarget
 from harness.clock import SharedClock
+from harness.credentials import Credential, choose
 
 ENV_VAR = "CRASH_HARNESS_WORKER"
 SECRET_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRET"
+#: the secrets of narrowed credentials, ``{credential_id: secret}`` as JSON (never in argv)
+SECRETS_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRETS"
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,20 @@ class WorkerConfig:
     provider_preset: str = "payments"
     #: the provider's SMTP port (preset ``smtp`` only)
     provider_smtp_port: int | None = None
+    #: narrowed credentials, one per destination group (``harness.credentials``); empty: the
+    #: one credential above (``credential_id``, scope ``destination_scope``) for everything
+    credentials: tuple[Credential, ...] = ()
 
     def clock(self) -> SharedClock:
         return SharedClock(self.clock_path)
+
+    def credential_for(self, destination: str) -> Credential:
+        """The credential to send to ``destination`` with: the narrowed one whose scope covers
+        it; with none narrowed, the single credential. A destination no narrowed credential
+        covers gets the first one (the provider refuses it, and the harness sees that)."""
+        if not self.credentials:
+            return Credential(self.credential_id, self.credential_secret, (self.destination_scope,))
+        return choose(self.credentials, destination) or self.credentials[0]
 
     def backoff(self, attempt: int) -> float:
         """Delay after the ``attempt``-th attempt (1-based)."""
@@ -81,12 +95,20 @@ class WorkerConfig:
             "liveness_grace_s": self.liveness_grace_s,
             "provider_preset": self.provider_preset,
             "provider_smtp_port": self.provider_smtp_port,
+            "credentials": [
+                {"credential_id": c.credential_id, "scope": list(c.scope)} for c in self.credentials
+            ],
         }
-        return {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
+        env = {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
+        if self.credentials:
+            env[SECRETS_ENV_VAR] = json.dumps({c.credential_id: c.secret for c in self.credentials})
+        return env
 
     @classmethod
     def from_env(cls) -> WorkerConfig:
         data = json.loads(os.environ[ENV_VAR])
+        narrowed = data.get("credentials") or []
+        secrets = json.loads(os.environ[SECRETS_ENV_VAR]) if narrowed else {}
         return cls(
             db=DatabaseTarget(url=data["db_url"], schema=data["db_schema"]),
             provider_url=data["provider_url"],
@@ -106,4 +128,8 @@ class WorkerConfig:
             liveness_grace_s=data.get("liveness_grace_s", 1.0),
             provider_preset=data.get("provider_preset", "payments"),
             provider_smtp_port=data.get("provider_smtp_port"),
+            credentials=tuple(
+                Credential(c["credential_id"], secrets[c["credential_id"]], tuple(c["scope"]))
+                for c in narrowed
+            ),
         )

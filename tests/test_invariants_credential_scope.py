@@ -39,7 +39,9 @@ def _eff(seq: int, dest: str, outcome: str = "fresh", cred: str = "worker") -> E
     )
 
 
-def _attempt(n: int, dest: str, cred: str | None = "worker", scope: str | None = "*") -> AuditRow:
+def _attempt(
+    n: int, dest: str, cred: str | None = "worker", scope: str | None = "*@example.org"
+) -> AuditRow:
     return AuditRow(
         event_id=n,
         delivery_id=f"dlv_{dest}",
@@ -105,6 +107,42 @@ def test_an_audit_that_does_not_name_credential_and_scope_fails() -> None:
     kinds = [p["problem"] for p in result.evidence["problems"]]
     assert any("does not name" in k for k in kinds)
     assert any("different credential" in k for k in kinds)
+
+
+def test_an_audit_naming_a_scope_other_than_the_granted_one_fails() -> None:
+    """The audit must name the scope the harness granted the credential, not a wider one the
+    worker claims: an operator reading the trail would be told a right nobody gave."""
+    effects = [_eff(1, "a@example.org"), _eff(2, "b@example.org")]
+    audit = [_attempt(1, "a@example.org"), _attempt(2, "b@example.org", scope="*")]
+    result = CHECKERS[NAME](_obs(effects, audit))
+    assert result.status is Status.FAIL
+    [problem] = result.evidence["problems"]
+    assert "scope other than the one granted" in str(problem["problem"])
+    assert problem["audited_scope"] == "*"
+    assert problem["granted_scope"] == ["*@example.org"]
+
+
+def test_narrowed_credentials_are_judged_by_what_the_provider_saw() -> None:
+    """Two credentials, one per group. The worker's audit names the right one for each
+    delivery, but the provider saw the first group's credential on the second group's send
+    (and refused it): the refusal and the mismatch are both reported."""
+    policy = replace(POLICY, credential_scopes={"cred-a": ("*@a.test",), "cred-b": ("*@b.test",)})
+    good = [_eff(1, "x@a.test", cred="cred-a"), _eff(2, "y@b.test", cred="cred-b")]
+    audit = [
+        _attempt(1, "x@a.test", cred="cred-a", scope="*@a.test"),
+        _attempt(2, "y@b.test", cred="cred-b", scope="*@b.test"),
+    ]
+    passed = CHECKERS[NAME](_obs(good, audit, policy))
+    assert passed.status is Status.PASS, passed
+    assert passed.evidence["accepted_by_credential"] == {"cred-a": 1, "cred-b": 1}
+    bad = [good[0], _eff(2, "y@b.test", "refused", cred="cred-a")]
+    result = CHECKERS[NAME](_obs(bad, audit, policy))
+    assert result.status is Status.FAIL
+    kinds = [p["problem"] for p in result.evidence["problems"]]
+    assert kinds == [
+        "the provider refused a send outside the credential's scope",
+        "the audit names a different credential than the provider saw",
+    ]
 
 
 def test_a_credential_with_no_declared_scope_is_unknown() -> None:

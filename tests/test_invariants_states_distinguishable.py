@@ -13,9 +13,11 @@ from harness.invariants import (
     LedgerSnapshot,
     Observation,
     Status,
+    StatusChange,
     run_checker,
 )
 from harness.names import DELIVERY_STATES
+from harness.trace import TraceEvent
 
 NAME = "states_distinguishable"
 
@@ -149,3 +151,69 @@ def test_a_raise_inside_the_checker_is_unknown() -> None:
     result = run_checker(NAME, CHECKERS[NAME], broken)
     assert result.status is Status.UNKNOWN
     assert "AttributeError" in result.evidence["traceback"]
+
+
+def _history(dest: str, *statuses: str, start: int = 1) -> list[StatusChange]:
+    return [
+        StatusChange(seq=start + i, delivery_id=f"dlv_{dest}", delivery_status=status)
+        for i, status in enumerate(statuses)
+    ]
+
+
+def _with_history(obs: Observation, history: list[StatusChange]) -> Observation:
+    assert obs.ledger is not None
+    return replace(obs, ledger=replace(obs.ledger, status_history=tuple(history)))
+
+
+DROPPED = [_eff(1, "a", fault="accept_then_drop"), _eff(2, "a", outcome="deduplicated")]
+
+
+def test_a_lost_reply_recorded_unknown_on_the_way_passes() -> None:
+    """The database's history shows the in-doubt send as unknown before it was reconciled (a
+    503'd delivery going back to pending is a plain retry): pass, history judged."""
+    rows = [_row("a", "delivered"), _row("b", "delivered")]
+    history = _history("a", "pending", "claimed", "unknown", "claimed", "delivered") + _history(
+        "b", "pending", "claimed", "pending", "claimed", "delivered", start=10
+    )
+    effects = [*DROPPED, _eff(3, "b", outcome="failed_by_fault", fault="status"), _eff(4, "b")]
+    result = CHECKERS[NAME](_with_history(_obs(rows, effects), history))
+    assert result.status is Status.PASS, result
+    assert result.evidence["status_history"] == {"judged": True, "changes": 10}
+
+
+def test_a_lost_reply_recorded_pending_and_never_unknown_fails() -> None:
+    """Stored as a plain retry, the in-doubt send ends delivered, but while it was in doubt an
+    operator could not find it: fail, with the history and the provider's effect."""
+    rows = [_row("a", "delivered")]
+    history = _history("a", "pending", "claimed", "pending", "claimed", "delivered")
+    result = CHECKERS[NAME](_with_history(_obs(rows, DROPPED), history))
+    assert result.status is Status.FAIL
+    (problem,) = result.evidence["problems"]
+    assert "recorded it as 'pending', never 'unknown'" in problem["problem"]
+    assert problem["status_history"] == ["pending", "claimed", "pending", "claimed", "delivered"]
+    assert problem["accepted_effect"]["seq"] == 1
+
+
+def test_a_state_held_for_a_while_outside_the_documented_ones_fails() -> None:
+    """An undocumented transitional state (gone by the end) is still named."""
+    rows = [_row("a", "delivered")]
+    history = _history("a", "pending", "claimed", "sending", "delivered")
+    result = CHECKERS[NAME](_with_history(_obs(rows, [_eff(1, "a")]), history))
+    assert result.status is Status.FAIL
+    (problem,) = result.evidence["problems"]
+    assert problem["state"] == "sending"
+
+
+def test_after_a_restore_or_without_a_history_the_end_state_alone_is_judged() -> None:
+    """A restore rewrote the history, or the adapter keeps none: that part is not judged, and
+    the evidence says why."""
+    rows = [_row("a", "delivered")]
+    history = _history("a", "pending", "claimed", "pending", "claimed", "delivered")
+    obs = _with_history(_obs(rows, DROPPED), history)
+    restore = TraceEvent(t=1.0, event="restore", worker="harness", pid=0)
+    restored = CHECKERS[NAME](replace(obs, trace=(restore,)))
+    assert restored.status is Status.PASS, restored
+    assert "restore" in restored.evidence["status_history"]["why"]
+    plain = CHECKERS[NAME](_obs(rows, DROPPED))
+    assert plain.status is Status.PASS
+    assert plain.evidence["status_history"]["judged"] is False

@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the result commits (nothing enqueued yet), one after a claim (the lease is held)
 FOCUSED = ["baseline", "crash@after_result_commit#1", "crash@after_claim#1"]
 
+#: mutants whose focused cases must fire their intended invariant and nothing else: the
+#: invariants no campaign could make fail before narrowed credentials and the status history
+CAUGHT_ALONE = {"one_credential_for_all", "uuid_delivery_ids", "unknown_stored_as_pending"}
+
 
 def _fired(cases: list[CaseResult]) -> dict[str, list[str]]:
     """Invariant -> the ids of the cases where it failed."""
@@ -78,6 +82,8 @@ def test_each_mutant_is_caught_by_its_intended_invariant(
         cases += run_campaign(settings).cases
     fired = _fired(cases)
     assert system.expected_violation in fired, fired
+    if name in CAUGHT_ALONE:
+        assert set(fired) == {system.expected_violation}, fired
     case = next(c for c in cases if c.spec.id == fired[system.expected_violation][0])
     assert case.verdict is Status.FAIL
     assert case.invariants[system.expected_violation].evidence
@@ -225,6 +231,39 @@ def test_mutants_command_prints_the_matrix_and_writes_json(tmp_path: Path) -> No
         "mutant:backoff_past_window": True,
     }
     assert data["cases"] == ["baseline", "crash@after_claim#1"]
+
+
+def test_mutants_command_catches_the_credential_identity_and_state_mutants(
+    tmp_path: Path,
+) -> None:
+    """The matrix runs the three mutants aimed at credential_scope, one_delivery_identity and
+    states_distinguishable (the first through its narrowed-credentials scenario, which the
+    reference runs too), shows each caught by its invariant alone, and exits 0."""
+    names = ["one_credential_for_all", "uuid_delivery_ids", "unknown_stored_as_pending"]
+    only = [arg for name in names for arg in ("--only", name)]
+    proc = _cli(
+        "mutants",
+        "--seed",
+        "5",
+        *only,
+        "--case",
+        "baseline",
+        "--plain",
+        "--json",
+        "m.json",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "mutation score: 3/3 caught (100%); reference flagged by nothing" in proc.stdout
+    data = json.loads((tmp_path / "m.json").read_text())
+    assert {m["system"]: sorted(m["fired"]) for m in data["mutants"]} == {
+        "mutant:one_credential_for_all": ["credential_scope"],
+        "mutant:uuid_delivery_ids": ["one_delivery_identity"],
+        "mutant:unknown_stored_as_pending": ["states_distinguishable"],
+    }
+    reference = data["reference"]["verdicts"]
+    assert reference["mutant-one-credential-for-all: baseline"] == "pass"
+    assert set(reference.values()) == {"pass"}
 
 
 def test_mutants_command_refuses_an_unknown_mutant(tmp_path: Path) -> None:

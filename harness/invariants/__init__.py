@@ -36,6 +36,7 @@ from harness.invariants._model import (
     Observation,
     Policy,
     Status,
+    StatusChange,
 )
 
 CHECKERS: dict[str, Checker] = {
@@ -97,6 +98,7 @@ __all__ = [
     "Observation",
     "Policy",
     "Status",
+    "StatusChange",
     "run_all",
     "run_checker",
 ]

@@ -88,6 +88,18 @@ class AuditRow:
 
 
 @dataclass(frozen=True)
+class StatusChange:
+    """One status a delivery row took, in the order the database recorded it (a trigger's
+    record, not the worker's)."""
+
+    seq: int
+    delivery_id: str
+    delivery_status: str
+    attempt_count: int = 0
+    lease_epoch: int = 0
+
+
+@dataclass(frozen=True)
 class EffectRow:
     """One request as the provider logged it (its log is the ground truth)."""
 
@@ -135,6 +147,9 @@ class LedgerSnapshot:
     #: why there are no delivery rows to read at all (a system plugged in without a ledger
     #: adapter); None: ``deliveries`` is what the ledger holds
     no_rows_because: str | None = None
+    #: every status each delivery row held, in order, as the database's trigger recorded it
+    #: (None when the ledger adapter has no such record)
+    status_history: tuple[StatusChange, ...] | None = None
 
 
 @dataclass(frozen=True)

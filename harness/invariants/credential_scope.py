@@ -7,12 +7,20 @@ prove the worker tried; an accepted effect whose destination matches none of the
 scenario granted to its credential proves the scope was wider than promised. And when an
 operator has to answer "who sent this, with what right", the ``attempt`` events of the audit
 trail must say which credential and scope were used, matching what the provider saw.
+
+Judged from the provider's log (which credential it saw on every request) and the scopes the
+harness granted (``Policy.credential_scopes``), never from the worker's own account: an audit
+event naming one credential while the provider saw another fails, and so does an audit event
+naming a scope other than the one the harness granted the credential it names (an operator
+reading the trail would be told a right the worker never had).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from fnmatch import fnmatchcase
 
+from harness.credentials import scope_text
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import CheckResult, Observation, Status, need
 
@@ -61,6 +69,7 @@ def check(obs: Observation) -> CheckResult:
     attempts = [a for a in ledger.audit if a.event == "attempt"]
     audited_credentials: dict[str, set[str]] = {}
     for a in attempts:
+        granted = scopes.get(a.credential_id or "") if scopes is not None else None
         if not a.credential_id or not a.destination_scope:
             problems.append(
                 {
@@ -73,7 +82,21 @@ def check(obs: Observation) -> CheckResult:
             )
         else:
             audited_credentials.setdefault(a.delivery_id, set()).add(a.credential_id)
-    for eff in accepted:
+            if granted is not None and a.destination_scope != scope_text(granted):
+                problems.append(
+                    {
+                        "problem": "the audit names a scope other than the one granted to its "
+                        "credential",
+                        "event_id": a.event_id,
+                        "delivery_id": a.delivery_id,
+                        "credential_id": a.credential_id,
+                        "audited_scope": a.destination_scope,
+                        "granted_scope": list(granted),
+                    }
+                )
+    # Every request the provider saw (refused ones too) was made with a credential the audit
+    # names for that delivery, if the audit names any.
+    for eff in effects:
         named = audited_credentials.get(eff.delivery_id)
         if named and eff.credential_id not in named:
             problems.append(
@@ -88,6 +111,9 @@ def check(obs: Observation) -> CheckResult:
         "requests": len(effects),
         "refused": sum(1 for e in effects if e.outcome == "refused"),
         "accepted": len(accepted),
+        "accepted_by_credential": dict(
+            sorted(Counter(e.credential_id or "" for e in accepted).items())
+        ),
         "declared_scopes": {k: list(v) for k, v in scopes.items()} if scopes is not None else None,
         "audited_attempts": len(attempts),
     }

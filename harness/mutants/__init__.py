@@ -18,12 +18,15 @@ from harness.mutants import (
     new_key_per_attempt,
     no_lease,
     no_watchdog,
+    one_credential_for_all,
     recompute_destinations,
     resend_after_interrupted_recovery,
     shared_done_flag,
     transcript_rebuild,
     trusts_restored_ledger,
     unknown_as_failed,
+    unknown_stored_as_pending,
+    uuid_delivery_ids,
 )
 from harness.systems import System
 
@@ -43,4 +46,7 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "recompute_destinations": recompute_destinations.system,
     "resend_after_interrupted_recovery": resend_after_interrupted_recovery.system,
     "trusts_restored_ledger": trusts_restored_ledger.system,
+    "one_credential_for_all": one_credential_for_all.system,
+    "uuid_delivery_ids": uuid_delivery_ids.system,
+    "unknown_stored_as_pending": unknown_stored_as_pending.system,
 }

@@ -68,6 +68,8 @@ class Claim:
     created_at: float
     #: when this lease was taken (the ledger's clock)
     claimed_at: float
+    #: the credential recorded for this delivery at enqueue (the one to send it with)
+    credential_id: str = ""
 
 
 # -- the statements ----------------------------------------------------------------------------
@@ -410,6 +412,9 @@ class Ledger:
     ) -> dict[str, Any]:
         """Every column of a new delivery row (the ones left out start NULL)."""
         delivery_id = identity or delivery_identity(run_id, dest)
+        # The credential whose scope covers this destination, chosen once and written down:
+        # every attempt is made with it, and every audit event names it and its scope.
+        credential = self.config.credential_for(dest)
         recognizer = f"ch-{delivery_id[4:16]}"
         body = f"{result_body}\n\n[ref {recognizer}]"
         return {
@@ -426,8 +431,8 @@ class Ledger:
             "attempt_count": 0,
             "next_attempt_at": now,
             "lease_epoch": 0,
-            "credential_id": self.config.credential_id,
-            "destination_scope": self.config.destination_scope,
+            "credential_id": credential.credential_id,
+            "destination_scope": credential.scope_text,
             "created_at": now,
             "created_by": self.worker,
         }
@@ -505,6 +510,7 @@ class Ledger:
                 epoch=epoch,
                 created_at=row.created_at,
                 claimed_at=now,
+                credential_id=row.credential_id,
             )
 
     def next_wakeup(self) -> tuple[float | None, float | None] | None:

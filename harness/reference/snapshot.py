@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect
 
-from harness.invariants import AuditRow, DeliveryRow, LedgerSnapshot
+from harness.invariants import AuditRow, DeliveryRow, LedgerSnapshot, StatusChange
 
 _DELIVERY_FIELDS = (
     "delivery_id",
@@ -81,6 +81,15 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
                 f"SELECT {', '.join(_AUDIT_FIELDS)} FROM delivery_events ORDER BY event_id"
             )
         )
+        history: tuple[StatusChange, ...] | None = None
+        if inspect(conn).has_table("delivery_status_history"):
+            history = tuple(
+                StatusChange(*row)
+                for row in rows(
+                    "SELECT seq, delivery_id, delivery_status, attempt_count, lease_epoch"
+                    " FROM delivery_status_history ORDER BY seq"
+                )
+            )
     return LedgerSnapshot(
         committed_runs=committed,
         frozen_destinations={k: tuple(sorted(v)) for k, v in frozen.items()},
@@ -88,4 +97,5 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
         queue=queue,
         audit=audit,
         state_counts=state_counts,
+        status_history=history,
     )

@@ -57,6 +57,8 @@ class ReferenceWorker:
         )
         self.config = config
         self.provider: ProviderAdapter = make_adapter(config)
+        #: one adapter (one authenticated session) per narrowed credential, made on first use
+        self.adapters: dict[str, ProviderAdapter] = {}
         self.clock = config.clock()
         self.ledger = Ledger(None, config, clock=self.clock.now)
 
@@ -80,6 +82,8 @@ class ReferenceWorker:
         finally:
             watchdog.stop()
             self.provider.close()
+            for adapter in self.adapters.values():
+                adapter.close()
             self.ledger.close()
             if "engine" in self.__dict__:
                 self.engine.dispose()
@@ -174,6 +178,25 @@ class ReferenceWorker:
                 return
         self.attempt(claim)
 
+    def adapter_for(self, claim: Claim) -> ProviderAdapter:
+        """The provider session signed with the credential the ledger recorded for this
+        delivery (its lookups too: a payments key belongs to the credential that sent it)."""
+        wanted = claim.credential_id
+        if not self.config.credentials or wanted in ("", self.config.credential_id):
+            return self.provider
+        adapter = self.adapters.get(wanted)
+        if adapter is None:
+            cred = next((c for c in self.config.credentials if c.credential_id == wanted), None)
+            if cred is None:  # a credential this worker was not given: send with the default
+                return self.provider
+            adapter = make_adapter(
+                replace(
+                    self.config, credential_id=cred.credential_id, credential_secret=cred.secret
+                )
+            )
+            self.adapters[wanted] = adapter
+        return adapter
+
     def key_for_attempt(self, claim: Claim, attempt: int) -> str:
         """Every attempt uses the key fixed at enqueue time."""
         return claim.idempotency_key
@@ -219,7 +242,7 @@ class ReferenceWorker:
         "not found" there only means the resend must stay inside the dedupe window).
         """
         boundary("before_reconcile")
-        found = self.provider.reconcile(
+        found = self.adapter_for(claim).reconcile(
             ReconcileTarget(
                 key=self.key_for_attempt(claim, claim.attempt_count + 1),
                 destination=claim.destination,
@@ -243,7 +266,7 @@ class ReferenceWorker:
 
     def attempt(self, claim: Claim) -> None:
         attempt = self.ledger.record_attempt(claim)
-        result = self.provider.send(
+        result = self.adapter_for(claim).send(
             key=self.key_for_attempt(claim, attempt),
             destination=claim.destination,
             run_id=claim.run_id,
