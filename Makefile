@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: certify test lint bench clean
+.PHONY: certify test lint bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,12 @@ certify: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The whole false-alarm soak: 1,000 cases of every fault kind and size (tests/test_soak.py) and
+# 1,001 crash-restart cycles of the certify campaign (tests/test_mutants.py); every CI run
+# takes a seeded slice of both. PostgreSQL too when CRASH_HARNESS_PG_URL is set.
+soak: $(STAMP)
+	$(BIN)/python -m pytest --run-slow -k thousand tests/test_soak.py tests/test_mutants.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

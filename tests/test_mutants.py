@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_each_mutant_is_caught_by_its_intended_invariant(
 
 
 def _reference_cycles(
-    seeds: range, db_url: str | None, workdir: Path
+    seeds: Iterable[int], db_url: str | None, workdir: Path
 ) -> tuple[int, int, dict[str, list[str]], float]:
     """Run the full certify campaign of the reference for each seed: (cases, crash-restart
     cycles, what fired, seconds). A cycle is a case whose planned SIGKILL fired and whose
@@ -135,6 +136,26 @@ def test_reference_is_flagged_by_nothing_over_a_sample_of_seeds(
 #: 91 seeds in 13 chunks of 7: each chunk is one test (about a minute on PostgreSQL, well
 #: inside the per-test timeout), together 91 x 11 = 1,001 crash-restart cycles (+ 91 baselines)
 SLOW_CHUNKS = [range(1000 + 7 * i, 1007 + 7 * i) for i in range(13)]
+
+
+def test_reference_thousand_cycles_seeded_slice(db_url: str | None, tmp_path: Path) -> None:
+    """Every CI run: one seed of the 1,001-cycle campaign below, picked by the UTC date (so
+    the days cover all 91), pinned with CRASH_HARNESS_SOAK_SEEDS; printed either way."""
+    import datetime as dt
+
+    pinned = os.environ.get("CRASH_HARNESS_SOAK_SEEDS", "").strip()
+    every = [seed for chunk in SLOW_CHUNKS for seed in chunk]
+    day = dt.datetime.now(dt.UTC).date().toordinal()
+    seeds = (
+        [1000 + int(s) % len(every) for s in pinned.split(",")]
+        if pinned
+        else [every[day % len(every)]]
+    )
+    print(f"\nthousand-cycle slice: seeds {seeds}")
+    ran, crashes, fired, _ = _reference_cycles(seeds, db_url, tmp_path)
+    assert fired == {}
+    assert ran == 12 * len(seeds)
+    assert crashes == 11 * len(seeds)
 
 
 @pytest.mark.slow
