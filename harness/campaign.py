@@ -415,6 +415,7 @@ def run_case(
             credential_scopes={base_config.credential_id: (base_config.destination_scope,)},
             provider_lookup=adapters.has_lookup(settings.provider_preset),
             provider_keys=adapters.takes_window(settings.provider_preset),
+            surface=settings.provider_preset,
         )
         events = trace_store.read(ctx.trace_path)
         observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)
