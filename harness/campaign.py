@@ -486,6 +486,7 @@ def run_case(
             provider_lookup=adapters.has_lookup(settings.provider_preset),
             provider_keys=adapters.takes_window(settings.provider_preset),
             provider_window_s=provider_window_s(provider, settings),
+            surface=settings.provider_preset,
         )
         events = trace_store.read(ctx.trace_path)
         observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)

@@ -33,6 +33,7 @@ from hypothesis.errors import Flaky
 
 from harness import _jobpipe
 from harness.campaign import Campaign, CaseResult
+from harness.faults.roster_change import VARIANTS as ROSTER_VARIANTS
 from harness.invariants import Status
 from harness.schedule import CaseSpec, Step
 
@@ -66,7 +67,10 @@ def step_strategy(boundaries: tuple[str, ...]) -> st.SearchStrategy[Step]:
             st.sampled_from(CLOCK_JUMP_SIZES),
         ),
         st.builds(
-            lambda b, h: Step("roster_change", b, h), st.sampled_from(boundaries), st.integers(1, 2)
+            lambda b, h, a: Step("roster_change", b, h, a),
+            st.sampled_from(boundaries),
+            st.integers(1, 2),
+            st.sampled_from(ROSTER_VARIANTS),  # the default first: shrinks towards it
         ),
         st.builds(lambda b: Step("restore_backup", b, 1), st.sampled_from(points)),
         st.just(Step("concurrent_claim")),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from harness.destinations import normal_form
 from harness.names import SETTLED_STATES
 from harness.trace import TraceEvent
 
@@ -181,6 +182,9 @@ class Policy:
     #: with (``GET /_admin/info``), else what the harness configured it with; None: not
     #: recorded (a reused key then cannot be judged against a window)
     provider_window_s: float | None = None
+    #: the provider preset the case ran against: which normal form says two destination
+    #: spellings are one recipient (``harness.destinations``); None: the opaque-id form
+    surface: str | None = None
 
 
 @dataclass(frozen=True)
@@ -222,9 +226,21 @@ def need(value: T | None, what: str) -> T:
 Checker = Callable[[Observation], CheckResult]
 
 
-def by_identity(rows: tuple[DeliveryRow, ...]) -> dict[tuple[str, str], list[DeliveryRow]]:
-    """Delivery rows grouped by (run, destination)."""
+def surface_of(obs: Observation) -> str | None:
+    """The surface whose normal form compares this case's destinations."""
+    return obs.policy.surface if obs.policy is not None else None
+
+
+def recipient(obs: Observation, destination: str) -> str:
+    """``destination`` in the case's normal form: equal for two spellings of one recipient."""
+    return normal_form(destination, surface_of(obs))
+
+
+def by_identity(
+    rows: tuple[DeliveryRow, ...], surface: str | None = None
+) -> dict[tuple[str, str], list[DeliveryRow]]:
+    """Delivery rows grouped by (run, destination in ``surface``'s normal form)."""
     groups: dict[tuple[str, str], list[DeliveryRow]] = {}
     for row in rows:
-        groups.setdefault((row.run_id, row.destination), []).append(row)
+        groups.setdefault((row.run_id, normal_form(row.destination, surface)), []).append(row)
     return groups

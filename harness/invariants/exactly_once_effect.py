@@ -1,13 +1,17 @@
-"""``exactly_once_effect``: the providers' logs show at most one effect per (run, destination),
+"""``exactly_once_effect``: the providers' logs show at most one effect per (run, recipient),
 and exactly one for every delivery the ledger calls ``delivered``.
 
 Counts what the provider accepted, not what the worker believes: a green local ledger with a
 second effect at the recipient is exactly the bug this tool exists to find.
+
+A recipient is a destination in the surface's normal form (``harness.destinations``): two
+accepted effects for one run to ``Alice@Example.com `` and ``alice@example.com`` on an
+e-mail surface reached one person twice, and the evidence names both spellings.
 """
 
 from __future__ import annotations
 
-from harness.invariants._model import CheckResult, Observation, Status, need
+from harness.invariants._model import CheckResult, Observation, Status, need, recipient
 
 NAME = "exactly_once_effect"
 
@@ -18,28 +22,46 @@ def check(obs: Observation) -> CheckResult:
     accepted: dict[tuple[str, str], list[dict[str, object]]] = {}
     for eff in effects:
         if eff.accepted:
-            accepted.setdefault((eff.run_id, eff.destination), []).append(eff.to_json())
-    duplicates = [
-        {"run_id": run, "destination": dest, "effects": effs}
-        for (run, dest), effs in sorted(accepted.items())
-        if len(effs) > 1
-    ]
+            accepted.setdefault((eff.run_id, recipient(obs, eff.destination)), []).append(
+                eff.to_json()
+            )
+    duplicates = []
+    for (run, who), effs in sorted(accepted.items()):
+        if len(effs) < 2:
+            continue
+        spellings = sorted({str(e["destination"]) for e in effs})
+        duplicate: dict[str, object] = {
+            "run_id": run,
+            "destination": spellings[0],
+            "effects": effs,
+        }
+        if len(spellings) > 1:
+            duplicate["spellings"] = spellings
+            duplicate["normal_form"] = who
+        duplicates.append(duplicate)
+
+    def effects_for(run_id: str, destination: str) -> int:
+        return len(accepted.get((run_id, recipient(obs, destination)), []))
+
     unbacked = [
         {
             "delivery_id": row.delivery_id,
             "run_id": row.run_id,
             "destination": row.destination,
-            "accepted_effects": len(accepted.get((row.run_id, row.destination), [])),
+            "accepted_effects": effects_for(row.run_id, row.destination),
         }
         for row in ledger.deliveries
-        if row.delivery_status == "delivered"
-        and len(accepted.get((row.run_id, row.destination), [])) != 1
+        if row.delivery_status == "delivered" and effects_for(row.run_id, row.destination) != 1
     ]
     total = sum(len(v) for v in accepted.values())
     if duplicates or unbacked:
         parts = []
         if duplicates:
-            parts.append(f"{len(duplicates)} destination(s) received more than one effect")
+            respelled = sum(1 for d in duplicates if "spellings" in d)
+            parts.append(
+                f"{len(duplicates)} destination(s) received more than one effect"
+                + (f" ({respelled} under two or more spellings)" if respelled else "")
+            )
         if unbacked:
             parts.append(f"{len(unbacked)} 'delivered' row(s) without exactly one effect")
         return CheckResult(

@@ -8,12 +8,18 @@ frozen list must equal the roster as it stood when the run was requested (the sc
 intent), and every delivery row and every accepted effect of the run must be on that list
 (the scenario's copy of it, so a worker that rewrites its own frozen list is still caught).
 Roster changes the harness made between crash and restart are quoted in the evidence.
+
+Lists and destinations are compared by recipient (the surface's normal form,
+``harness.destinations``): a roster that re-spells ``alice@example.com`` as
+``Alice@Example.com`` after the crash still names Alice on an e-mail surface, so a delivery
+to either spelling is on the list; on a surface with case-sensitive ids it is a new one.
 """
 
 from __future__ import annotations
 
+from harness.destinations import normal_set
 from harness.invariants._evidence import detail_of, effect_evidence, events_named
-from harness.invariants._model import CheckResult, Observation, Status, need
+from harness.invariants._model import CheckResult, Observation, Status, need, recipient, surface_of
 
 NAME = "frozen_destinations"
 
@@ -25,7 +31,10 @@ def check(obs: Observation) -> CheckResult:
     roster_changes = [
         {"t": ev.t, **detail_of(ev)} for _, ev in events_named(obs.trace, "roster_change")
     ]
-    added_later = {d for change in roster_changes for d in change.get("added", [])}
+    surface = surface_of(obs)
+    added_later = normal_set(
+        (d for change in roster_changes for d in change.get("added", [])), surface
+    )
     problems: list[dict[str, object]] = []
 
     for run_id in sorted(ledger.committed_runs):
@@ -33,15 +42,18 @@ def check(obs: Observation) -> CheckResult:
             problems.append({"run_id": run_id, "problem": "committed without a frozen list"})
             continue
         intended = obs.intended.get(run_id)
-        if intended is not None and set(frozen[run_id]) != set(intended):
+        if intended is None:
+            continue
+        have, want = normal_set(frozen[run_id], surface), normal_set(intended, surface)
+        if have != want:
             problems.append(
                 {
                     "run_id": run_id,
                     "problem": "frozen list differs from the roster when the run was requested",
                     "frozen": sorted(frozen[run_id]),
                     "intended": sorted(intended),
-                    "extra": sorted(set(frozen[run_id]) - set(intended)),
-                    "missing": sorted(set(intended) - set(frozen[run_id])),
+                    "extra": sorted(d for d in frozen[run_id] if recipient(obs, d) not in want),
+                    "missing": sorted(d for d in intended if recipient(obs, d) not in have),
                 }
             )
 
@@ -54,9 +66,10 @@ def check(obs: Observation) -> CheckResult:
         allowed = list_for(run_id)
         if allowed is None:
             return "run has no frozen destination list"
-        if destination not in allowed:
+        who = recipient(obs, destination)
+        if who not in normal_set(allowed, surface):
             why = "destination is not on the list frozen at commit"
-            if destination in added_later:
+            if who in added_later:
                 why += " (it was added to the roster after the run was requested)"
             return why
         return None

@@ -32,8 +32,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.destinations import distinct
 from harness.invariants._evidence import detail_of, events_named, provider_times
-from harness.invariants._model import CheckResult, DeliveryRow, Observation, Status, need
+from harness.invariants._model import (
+    CheckResult,
+    DeliveryRow,
+    Observation,
+    Status,
+    need,
+    recipient,
+    surface_of,
+)
 from harness.trace import TraceEvent
 
 NAME = "liveness"
@@ -81,12 +90,12 @@ def _missed_deadline(obs: Observation) -> CheckResult | None:
         return None
     _, last = missed[-1]
     detail = detail_of(last)
-    accepted = {(e.run_id, e.destination) for e in obs.effects or () if e.accepted}
+    accepted = {(e.run_id, recipient(obs, e.destination)) for e in obs.effects or () if e.accepted}
     pending = [
         {"run_id": run, "destination": dest, "age_s": detail.get("age_s")}
         for run, dests in sorted(obs.intended.items())
-        for dest in dests
-        if (run, dest) not in accepted
+        for dest in distinct(dests, surface_of(obs))
+        if (run, recipient(obs, dest)) not in accepted
     ]
     return CheckResult(
         Status.FAIL,

@@ -2,11 +2,20 @@
 
 Looks for a (run, destination) that has more than one delivery identity where a later worker
 incarnation minted one, the signature of rebuilding deliveries from a transcript on start-up.
+A destination is a recipient in the surface's normal form (``harness.destinations``), so a
+restart that mints a second item under another spelling of one address is caught too.
 """
 
 from __future__ import annotations
 
-from harness.invariants._model import CheckResult, Observation, Status, by_identity, need
+from harness.invariants._model import (
+    CheckResult,
+    Observation,
+    Status,
+    by_identity,
+    need,
+    surface_of,
+)
 
 NAME = "no_restart_duplicates"
 
@@ -14,13 +23,13 @@ NAME = "no_restart_duplicates"
 def check(obs: Observation) -> CheckResult:
     ledger = need(obs.ledger, "ledger")
     offending: list[dict[str, object]] = []
-    for (run_id, dest), rows in sorted(by_identity(ledger.deliveries).items()):
+    for (run_id, _), rows in sorted(by_identity(ledger.deliveries, surface_of(obs)).items()):
         creators = {r.created_by for r in rows}
         if len(rows) > 1 and len(creators) > 1:
             offending.append(
                 {
                     "run_id": run_id,
-                    "destination": dest,
+                    "destination": min(r.destination for r in rows),
                     "items": [
                         {
                             "delivery_id": r.delivery_id,

@@ -16,7 +16,14 @@ on the provider's clock (see ``_evidence``), compared with each effect's ``recei
 from __future__ import annotations
 
 from harness.invariants._evidence import detail_of, effect_evidence, provider_times
-from harness.invariants._model import CheckResult, EffectRow, Observation, Status, need
+from harness.invariants._model import (
+    CheckResult,
+    EffectRow,
+    Observation,
+    Status,
+    need,
+    recipient,
+)
 
 NAME = "restore_no_replay"
 
@@ -45,7 +52,7 @@ def check(obs: Observation) -> CheckResult:
         cuts.append({**cut, "detail": detail})
         earlier: dict[tuple[str, str], EffectRow] = {}
         for eff in accepted:
-            pair = (eff.run_id, eff.destination)
+            pair = (eff.run_id, recipient(obs, eff.destination))
             before = (
                 eff.seq <= seq_cut if isinstance(seq_cut, int) else eff.received_at <= t_restore
             )

@@ -25,6 +25,7 @@ from functools import cached_property
 from sqlalchemy import Engine
 
 from harness._boundary import boundary
+from harness.destinations import distinct
 from harness.errors import LeaseLostError
 from harness.names import TERMINAL_STATES
 from harness.reference.adapters import (
@@ -111,6 +112,13 @@ class ReferenceWorker:
             self.ledger.enqueue_deliveries(run_id)
             boundary("after_delivery_enqueue")
 
+    def destinations_for(self, topic: str) -> list[str]:
+        """The topic's roster now, one spelling per recipient: a roster that lists a person
+        twice (``Alice@Example.com`` and ``alice@example.com`` on SMTP) means one message.
+        Two spellings are one recipient by the provider's rules (``harness.destinations``);
+        the first in sorted order is kept."""
+        return distinct(self.ledger.resolve_destinations(topic), self.config.provider_preset)
+
     def compose(self, run: RunRequest) -> str:
         data = json.loads(run.input_payload)
         return f"{data['subject']}\n\n{data['text']}\n\n- {data['author']}"
@@ -118,7 +126,7 @@ class ReferenceWorker:
     def execute(self, run: RunRequest) -> None:
         result = self.compose(run)
         boundary("before_result_commit")
-        destinations = self.ledger.resolve_destinations(run.topic)
+        destinations = self.destinations_for(run.topic)
         boundary("destinations_resolved")
         if not self.ledger.commit_result(
             run, step_id=self.step_id, result_body=result, destinations=destinations
