@@ -35,7 +35,7 @@ from harness.invariants._model import NOT_JUDGED
 from harness.reference import adapters
 from harness.schedule import CaseSpec, Step
 from harness.settle import Settle
-from harness.supervisor import Supervisor, WorkerOutcome
+from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.systems import System
 from harness.trace import TraceEvent
 from harness.worker_config import WorkerConfig
@@ -521,8 +521,13 @@ def run_case(
         reached=trace_store.boundaries_reached(events),
         hits_by_worker=_hits_by_worker(events),
         # a crash scoped to one process (a work-horse) leaves its worker running
-        crash_fired=any(
-            r.landed for s, r in zip(case.steps, ctx.steps, strict=False) if s.fault == "crash"
+        # a planned SIGKILL happened (a crash scoped to one process, a work-horse, leaves its
+        # worker running), and no planned step failed to land
+        crash_fired=bool(ctx.steps)
+        and all(r.landed for r in ctx.steps)
+        and (
+            any(o.kind is OutcomeKind.CRASHED_AS_PLANNED for o in ctx.outcomes)
+            or any(ev.event == "crash" and ev.worker != "harness" for ev in events)
         ),
         notes=ctx.notes,
         duration_s=time.time() - started,
