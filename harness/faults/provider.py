@@ -2,6 +2,10 @@
 
 ``:N`` picks the N-th send of the case (default 1). ``provider_accept_then_drop`` records the
 effect and cuts the connection before any reply: the hard case seen from the provider side.
+``provider_slow:SECONDS`` (default 1.5) holds the case's first send that long *before* the
+provider processes it; the hold ends after that many wall seconds or once the case clock has
+moved that far, whichever comes first, so a worker that waits out its timeout and its backoff
+finds the message there, as it would in real time.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fake_providers import FaultRule
+from fake_providers._records import MAX_HOLD_S
 from harness._case import CaseContext
 from harness.errors import BadInputError
 from harness.faults._spec import FaultSpec
@@ -49,6 +54,23 @@ def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> Faul
 
 #: longer than the harness's request timeout (1 s), so the worker gives up waiting
 TIMEOUT_HOLD_S = 1.5
+#: the default hold of ``provider_slow``: past the harness's request timeout too
+SLOW_HOLD_S = 1.5
+
+
+def _seconds(step: Step) -> float:
+    try:
+        seconds = float(step.arg) if step.arg else SLOW_HOLD_S
+    except ValueError:
+        raise BadInputError(f"{step}: ':{step.arg}' is not a number of seconds") from None
+    if not 0 <= seconds <= MAX_HOLD_S:
+        raise BadInputError(f"{step}: a hold is 0 to {MAX_HOLD_S:g} seconds")
+    return seconds
+
+
+def _slow(ctx: CaseContext, step: Step) -> None:
+    ctx.add_provider_rule(FaultRule(fault="slow", delay_s=_seconds(step), nth=1))
+
 
 FAULTS = (
     _spec(
@@ -60,6 +82,14 @@ FAULTS = (
         "provider_timeout",
         "the provider accepts, then holds the reply past the worker's timeout",
         lambda n: FaultRule(fault="timeout", hold_s=TIMEOUT_HOLD_S, nth=n),
+    ),
+    FaultSpec(
+        id="provider_slow",
+        summary="the provider holds the first send before processing it (a slow reply)",
+        needs_boundary=False,
+        run=_nothing,
+        prepare=_slow,
+        arg_help="seconds the first send is held (default 1.5)",
     ),
     _spec(
         "provider_5xx",
