@@ -29,7 +29,18 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from fake_providers._clock import WIDTH, decode, encode
+#: the clock file's record: the same fixed-width ASCII float ``fake_providers._clock`` reads
+#: (kept here too so that ``import harness`` stays light; a test checks they agree)
+WIDTH: Final = 32
+
+
+def encode(reading: float) -> bytes:
+    return f"{reading:<{WIDTH}.6f}".encode()
+
+
+def decode(raw: bytes) -> float:
+    return float(raw.decode().strip() or 0.0)
+
 
 #: where every seeded clock starts before its seed's offset: 2030-01-01T00:00:00Z
 CLOCK_EPOCH: Final = 1_893_456_000.0

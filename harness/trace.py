@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from fake_providers._clock import FileClock
+from harness.clock import SharedClock
 
 #: the case clock's file name, next to the case's trace file
 CLOCK_FILE: Final = "clock"
 
 
-def trace_clock(trace_path: str | Path) -> FileClock | None:
+def trace_clock(trace_path: str | Path) -> SharedClock | None:
     """The case clock that sits next to ``trace_path``, if there is one."""
     path = Path(trace_path).with_name(CLOCK_FILE)
-    return FileClock(str(path)) if path.exists() else None
+    return SharedClock(str(path)) if path.exists() else None
 
 
 @dataclass(frozen=True)

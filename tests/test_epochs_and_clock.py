@@ -193,6 +193,16 @@ def test_seeded_clock_moves_only_when_moved(tmp_path: Path) -> None:
         clock.advance(-1)
 
 
+def test_harness_and_provider_read_the_same_clock_record(tmp_path: Path) -> None:
+    from fake_providers import _clock
+    from harness import clock as harness_clock
+
+    reading = start_for_seed(5) + 0.25
+    assert harness_clock.encode(reading) == _clock.encode(reading)
+    clock = SharedClock.create(str(tmp_path / "clock"), start=reading)
+    assert _clock.FileClock(str(clock.path)).now() == reading
+
+
 # -- the provider side -----------------------------------------------------------------------
 
 
