@@ -11,7 +11,12 @@ must behave the same for all of them:
   with the same key cannot both be accepted;
 - credentials (401), destination scopes (403, logged ``refused``), fault rules (picked and
   counted in one place, applied the same way by every preset), the provider clock, and the
-  admin API (``/_admin/*``).
+  admin API (``/_admin/*``);
+- epochs: a worker URL may start with ``/epoch/<N>`` (the harness hands each case's workers
+  such a base URL). A request of an epoch that is over is refused with 410 and, if it is a
+  send, logged ``stale_epoch`` in *its own* epoch, never in the current one; a send admitted
+  in epoch N and still held when N ends is decided in N or refused, never counted in N+1.
+  ``POST /_admin/drain`` waits until every request of an epoch has been answered or dropped.
 
 HTTP presets that take the worker's JSON message (``POST /v1/messages`` with destination,
 run_id, delivery_id, body and optionally recognizer) derive from ``MessagePreset`` and fill
@@ -39,6 +44,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from fake_providers._clock import FileClock
 from fake_providers._credentials import Credential, find_credential, token_matches
 from fake_providers._effect_log import FILTER_COLUMNS, EffectLog
 from fake_providers._errors import ProviderError
@@ -52,6 +58,14 @@ MAX_BODY_BYTES: Final = 1 << 20
 MAX_WAIT_S: Final = 30.0
 
 _ROUTE_ARGS: Final = "fake_providers.route_args"
+
+_EPOCH_ARG: Final = "fake_providers.epoch"
+_EPOCH_PATH: Final = re.compile(r"^/epoch/(?P<epoch>[0-9]{1,12})(?P<rest>/.*)?$")
+
+#: how often a ``slow`` request held on a followed clock file looks at the file again
+CLOCK_POLL_S: Final = 0.01
+#: how long a worker request waits for ``slow`` holds that are already due to be decided
+DUE_HOLDS_WAIT_S: Final = 5.0
 
 RECOGNIZER_RE: Final = re.compile(r"ch-[0-9a-f]{12}")
 """The content-visible canary a worker puts in its text (``[ref ch-0123456789ab]``)."""
@@ -149,6 +163,8 @@ class _Flight:
     stage: str
     since: float
     epoch: int
+    #: provider-clock time a ``slow`` hold ends (it also ends after its delay in wall time)
+    due: float | None = None
 
 
 def json_response(
@@ -185,6 +201,12 @@ def route_arg(request: Request, name: str) -> str:
     """A variable part of the matched URL rule (``<path:channel>`` -> ``channel``)."""
     args = request.environ.get(_ROUTE_ARGS) or {}
     return str(args.get(name, ""))
+
+
+def request_epoch(request: Request) -> int | None:
+    """The epoch named by the URL's ``/epoch/<N>`` prefix, if the request had one."""
+    value = request.environ.get(_EPOCH_ARG)
+    return value if isinstance(value, int) else None
 
 
 def bearer_token(request: Request) -> str | None:
@@ -337,6 +359,8 @@ class ProviderApp:
         self._closing = threading.Event()
         self._epoch = log.current_epoch()
         self._clock_offset = log.clock_offset()
+        path = log.epoch_clock_path(self._epoch)
+        self._clock_file: FileClock | None = None if path is None else FileClock(path)
         self._faults: list[_Armed] = []
         self._flights: dict[int, _Flight] = {}
         self._next_flight = 0
@@ -352,6 +376,7 @@ class ProviderApp:
             Route("/_admin/faults", ("GET",), self._admin(self._fault_stats)),
             Route("/_admin/clock", ("POST",), self._admin(self._advance_clock)),
             Route("/_admin/in_flight", ("GET",), self._admin(self._in_flight)),
+            Route("/_admin/drain", ("POST",), self._admin(self._drain)),
         ]
         self._handlers = {str(i): route.handler for i, route in enumerate(routes)}
         self._url_map = Map(
@@ -371,11 +396,19 @@ class ProviderApp:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Route, handle (logging first), then reply, or cut the connection for a drop."""
+        stale = self._strip_epoch(environ)
         request = _Request(environ)
         try:
             endpoint, args = self._url_map.bind_to_environ(environ).match()
             environ[_ROUTE_ARGS] = args
-            reply = self._handlers[str(endpoint)](request)
+            handler = self._handlers[str(endpoint)]
+            worker_route = not str(environ.get("PATH_INFO", "")).startswith("/_admin/")
+            if stale is not None and worker_route and handler != self.handle_message:
+                reply = Reply(json_response(410, stale))
+            else:
+                if worker_route:
+                    self._decide_due_holds()
+                reply = handler(request)
         except HTTPException as exc:
             code = exc.code or 500
             reply = Reply(json_response(code, {"error": exc.name.lower()}))
@@ -392,11 +425,50 @@ class ProviderApp:
                 sock.shutdown(socket.SHUT_RDWR)
         return reply.response(environ, start_response)
 
+    def _strip_epoch(self, environ: WSGIEnvironment) -> dict[str, Any] | None:
+        """Take a ``/epoch/<N>`` prefix off the path (noting N for the handlers); return the
+        410 payload if N is not the current epoch, else None."""
+        found = _EPOCH_PATH.match(str(environ.get("PATH_INFO", "")))
+        if found is None:
+            return None
+        epoch = int(found.group("epoch"))
+        environ["PATH_INFO"] = found.group("rest") or "/"
+        environ[_EPOCH_ARG] = epoch
+        with self.lock:
+            current = self._epoch
+        if epoch == current:
+            return None
+        return stale_payload(epoch, current)
+
+    def _decide_due_holds(self) -> None:
+        """Before serving a worker request, let every ``slow`` request whose hold is over on
+        the provider clock be decided first: a reader never sees a world in which a request
+        that was due has not landed yet, however fast the clock was moved."""
+        with self.lock:
+            self._flights_changed.notify_all()  # held requests look at the clock again
+            self._flights_changed.wait_for(
+                lambda: (
+                    not any(
+                        f.stage == "slow" and f.due is not None and f.due <= self.now()
+                        for f in self._flights.values()
+                    )
+                ),
+                timeout=DUE_HOLDS_WAIT_S,
+            )
+
     # -- services for presets -----------------------------------------------------------
 
     def now(self) -> float:
-        """The provider clock: wall clock plus every advance recorded in the log."""
+        """The provider clock: the followed clock file's reading if the epoch has one, else
+        wall clock plus every advance recorded in the log."""
+        if self._clock_file is not None:
+            return self._clock_file.now()
         return self._clock() + self._clock_offset
+
+    @property
+    def follows_clock_file(self) -> bool:
+        """True while the current epoch's clock is a file someone else moves."""
+        return self._clock_file is not None
 
     @property
     def epoch(self) -> int:
@@ -423,10 +495,12 @@ class ProviderApp:
         response_body: str | None = None,
         content: str | None = None,
         received_at: float | None = None,
+        epoch: int | None = None,
     ) -> None:
-        """Append one record for ``attempt`` to the log (committed before returning)."""
+        """Append one record for ``attempt`` to the log (committed before returning), in
+        ``epoch`` (default: the current one)."""
         self.log.append(
-            epoch=self._epoch,
+            epoch=self._epoch if epoch is None else epoch,
             received_at=self.now() if received_at is None else received_at,
             outcome=outcome,
             status_code=status,
@@ -449,6 +523,7 @@ class ProviderApp:
         provider_message_id: str | None = None,
         save: bool = False,
         content: str | None = None,
+        epoch: int | None = None,
     ) -> Reply:
         """Append the attempt to the log (committed), then build the JSON reply.
 
@@ -463,6 +538,7 @@ class ProviderApp:
             provider_message_id=provider_message_id,
             response_body=body if save else None,
             content=content,
+            epoch=epoch,
         )
         return Reply(raw_json(status, body, headers))
 
@@ -488,10 +564,12 @@ class ProviderApp:
         chosen.fired += 1
         return chosen.rule
 
-    def enter_flight(self, attempt: Attempt, stage: str) -> int:
+    def enter_flight(self, attempt: Attempt, stage: str, *, due: float | None = None) -> int:
         """Register a request as in flight (caller holds ``lock``); returns its token."""
         self._next_flight += 1
-        self._flights[self._next_flight] = _Flight(attempt, stage, time.monotonic(), self._epoch)
+        self._flights[self._next_flight] = _Flight(
+            attempt, stage, time.monotonic(), self._epoch, due
+        )
         self._flights_changed.notify_all()
         return self._next_flight
 
@@ -501,6 +579,28 @@ class ProviderApp:
         if flight is not None:
             flight.stage = stage
             self._flights_changed.notify_all()
+
+    def flight_epoch(self, token: int) -> int:
+        """The epoch a request was admitted in (caller holds ``lock``)."""
+        flight = self._flights.get(token)
+        return self._epoch if flight is None else flight.epoch
+
+    def hold_slow(self, token: int, delay_s: float) -> None:
+        """Hold a ``slow`` request (caller holds ``lock``; returns holding it again) until
+        ``delay_s`` wall seconds have passed or the provider clock has reached the flight's
+        due time, whichever comes first, or the server closes.
+
+        On a followed clock file, time moves when the harness or a worker moves it, so a
+        jump past the due time ends the hold at once, as the same wait would in production.
+        """
+        flight = self._flights.get(token)
+        due = None if flight is None else flight.due
+        deadline = time.monotonic() + delay_s
+        while not self._closing.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or (due is not None and self.now() >= due):
+                return
+            self._flights_changed.wait(timeout=min(left, CLOCK_POLL_S))
 
     def leave_flight(self, token: int) -> None:
         """The request has been answered (caller holds ``lock``)."""
@@ -528,7 +628,17 @@ class ProviderApp:
             if attempt.recognizer is None:
                 attempt.recognizer = find_recognizer(body.get("body"))
         credential = preset.authenticate(request, raw or b"")
+        asked = request_epoch(request)
         with self.lock:
+            if asked is not None and asked != self._epoch:
+                # A worker of an epoch that is over: never counted in the current one.
+                return self.record(
+                    attempt,
+                    outcome="stale_epoch",
+                    status=410,
+                    payload=stale_payload(asked, self._epoch),
+                    epoch=asked if asked < self._epoch else None,
+                )
             if credential is None:
                 payload: dict[str, Any] = {"error": "unauthenticated"}
                 return self.record(attempt, outcome="unauthenticated", status=401, payload=payload)
@@ -554,14 +664,28 @@ class ProviderApp:
             early = preset.admit(incoming)
             if early is not None:
                 return self._deliver(early, fault)
-            token = self.enter_flight(
-                attempt, "slow" if fault and fault.fault == "slow" else "busy"
-            )
+            slow = fault is not None and fault.fault == "slow"
+            due = self.now() + (fault.delay_s or 0.0) if fault is not None and slow else None
+            token = self.enter_flight(attempt, "slow" if slow else "busy", due=due)
         try:
-            if fault is not None and fault.fault == "slow":
-                assert fault.delay_s is not None
-                self.pause(fault.delay_s)
             with self.lock:
+                if fault is not None and slow:
+                    assert fault.delay_s is not None
+                    self.hold_slow(token, fault.delay_s)
+                    self.flight_stage(token, "busy")
+                admitted_in = self.flight_epoch(token)
+                if admitted_in != self._epoch:
+                    # Its epoch ended while it was held (the drain gave up): refuse it in its
+                    # own epoch; deciding it now would count it in the next case.
+                    preset.release(incoming)
+                    return self.record(
+                        attempt,
+                        outcome="stale_epoch",
+                        status=410,
+                        payload=stale_payload(admitted_in, self._epoch),
+                        fault=incoming.fault_name,
+                        epoch=admitted_in,
+                    )
                 try:
                     reply = preset.decide(incoming)
                 finally:
@@ -646,22 +770,40 @@ class ProviderApp:
         return Reply(json_response(200, {"effects": [e.to_json() for e in effects]}))
 
     def _reset(self, request: Request) -> Reply:
-        """A new epoch; an optional ``{"rules": [...]}`` body arms its faults at once."""
+        """A new epoch; an optional ``{"rules": [...], "clock_path": PATH}`` body arms its
+        faults at once and makes the epoch's clock the reading in that clock file."""
         rules: list[FaultRule] = []
+        clock_path: str | None = None
         if request.content_length:
             data = request.get_json(silent=True)
-            if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-                return Reply(
-                    json_response(400, {"error": 'expected no body or {"rules": [rule, ...]}'})
-                )
+            shape = 'expected no body or {"rules": [rule, ...], "clock_path": PATH}'
+            if (
+                not isinstance(data, dict)
+                or not isinstance(data.get("rules", []), list)
+                or set(data) - {"rules", "clock_path"}
+                or not isinstance(data.get("clock_path", ""), str)
+            ):
+                return Reply(json_response(400, {"error": shape}))
+            clock_path = data.get("clock_path") or None
             try:
-                rules = [FaultRule.from_json(item) for item in data["rules"]]
+                rules = [FaultRule.from_json(item) for item in data.get("rules", [])]
+                clock = None if clock_path is None else FileClock(clock_path)
+                if clock is not None:
+                    clock.now()
             except ProviderError as exc:
                 return Reply(json_response(400, {"error": str(exc)}))
+            except (OSError, ValueError) as exc:
+                return Reply(json_response(400, {"error": f"clock_path: {exc}"}))
+        else:
+            clock = None
         with self.lock:
-            self._epoch = self.log.new_epoch(started_at=self.now())
+            if self._clock_file is not None:
+                self._clock_file.close()
+            self._clock_file = clock
+            self._epoch = self.log.new_epoch(started_at=self.now(), clock_path=clock_path)
             self._faults = [_Armed.arm(rule) for rule in rules]
             epoch = self._epoch
+            self._flights_changed.notify_all()  # held requests of the old epoch look again
         return Reply(json_response(200, {"epoch": epoch}))
 
     def _set_faults(self, request: Request) -> Reply:
@@ -705,6 +847,16 @@ class ProviderApp:
                 json_response(400, {"error": 'expected {"advance_s": <finite number >= 0>}'})
             )
         with self.lock:
+            if self._clock_file is not None:
+                return Reply(
+                    json_response(
+                        409,
+                        {
+                            "error": "this epoch's clock follows a clock file; move the file",
+                            "clock_path": self._clock_file.path,
+                        },
+                    )
+                )
             self._clock_offset = self.log.advance_clock(float(seconds), at=time.time())
             now = self.now()
         return Reply(json_response(200, {"offset_s": self._clock_offset, "now": now}))
@@ -733,3 +885,58 @@ class ProviderApp:
                 for f in current()
             ]
         return Reply(json_response(200, {"reached": reached, "in_flight": flights}))
+
+    def _drain(self, request: Request) -> Reply:
+        """POST /_admin/drain ``{"epoch": N, "timeout_s": T}``: wait (server side, at most
+        T seconds, no polling) until no worker request admitted in epoch N (default: the
+        current one) is between admission and reply. ``drained`` false means it gave up; the
+        requests still in flight are listed (they can no longer be counted in a later epoch:
+        a held send whose epoch is over is refused when its hold ends)."""
+        data = request.get_json(silent=True) if request.content_length else {}
+        if not isinstance(data, dict):
+            return Reply(json_response(400, {"error": 'expected {"epoch": N, "timeout_s": T}'}))
+        epoch, timeout_s = data.get("epoch"), data.get("timeout_s", 10.0)
+        if (epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int))) or (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not math.isfinite(timeout_s)
+        ):
+            return Reply(
+                json_response(400, {"error": "epoch must be an integer, timeout_s a number"})
+            )
+        started = time.monotonic()
+        with self.lock:
+            wanted = self._epoch if epoch is None else epoch
+
+            def of_epoch() -> list[_Flight]:
+                return [f for f in self._flights.values() if f.epoch == wanted]
+
+            waited_for = len(of_epoch())
+            drained = self._flights_changed.wait_for(
+                lambda: not of_epoch(), timeout=min(max(float(timeout_s), 0.0), MAX_WAIT_S)
+            )
+            left = [
+                {**vars(f.attempt), "stage": f.stage, "age_s": time.monotonic() - f.since}
+                for f in of_epoch()
+            ]
+        return Reply(
+            json_response(
+                200,
+                {
+                    "epoch": wanted,
+                    "drained": drained,
+                    "waited_for": waited_for,
+                    "waited_s": round(time.monotonic() - started, 4),
+                    "in_flight": left,
+                },
+            )
+        )
+
+
+def stale_payload(asked: int, current: int) -> dict[str, Any]:
+    """The 410 body for a request of an epoch that is not the current one."""
+    return {
+        "error": f"epoch {asked} is not the current epoch ({current}); request refused",
+        "epoch": asked,
+        "current_epoch": current,
+    }

@@ -136,12 +136,32 @@ class AdminClient:
             raise AssertionError("\n".join(lines))
         return found
 
-    def reset(self, faults: Sequence[FaultRule] = ()) -> int:
+    def reset(self, faults: Sequence[FaultRule] = (), *, clock_path: str | None = None) -> int:
         """Start a new epoch with ``faults`` as its only fault rules (none by default);
-        return its number. One request: the same as ``reset()`` then ``set_faults(...)``."""
-        body = {"rules": [rule.to_json() for rule in faults]} if faults else None
-        epoch: int = self._call("POST", "/_admin/reset", json=body)["epoch"]
+        return its number. One request: the same as ``reset()`` then ``set_faults(...)``.
+
+        ``clock_path`` makes the epoch's clock the reading of that clock file
+        (``fake_providers._clock``): whoever moves the file moves the provider's clock too.
+        """
+        body: dict[str, Any] = {}
+        if faults:
+            body["rules"] = [rule.to_json() for rule in faults]
+        if clock_path is not None:
+            body["clock_path"] = clock_path
+        epoch: int = self._call("POST", "/_admin/reset", json=body or None)["epoch"]
         return epoch
+
+    def drain(self, epoch: int | None = None, *, timeout_s: float = 10.0) -> dict[str, Any]:
+        """Wait until every worker request of ``epoch`` (default: the current one) has been
+        answered or dropped, at most ``timeout_s``; return ``{"epoch", "drained",
+        "waited_for", "waited_s", "in_flight"}`` (``drained`` false: it gave up)."""
+        body: dict[str, Any] = {"timeout_s": timeout_s}
+        if epoch is not None:
+            body["epoch"] = epoch
+        result: dict[str, Any] = self._call(
+            "POST", "/_admin/drain", json=body, timeout_s=timeout_s + 5
+        )
+        return result
 
     def set_faults(self, rules: Sequence[FaultRule]) -> None:
         """Replace the fault rules (their match counters start from zero)."""

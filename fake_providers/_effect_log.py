@@ -29,7 +29,7 @@ from typing import Any, Final
 from fake_providers._errors import ProviderError
 from fake_providers._records import ACCEPTED_OUTCOMES, Effect
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -56,7 +56,8 @@ CREATE INDEX IF NOT EXISTS effects_by_destination
     ON effects (epoch, destination, outcome);
 CREATE TABLE IF NOT EXISTS epochs (
     epoch INTEGER PRIMARY KEY,
-    started_at REAL NOT NULL
+    started_at REAL NOT NULL,
+    clock_path TEXT
 );
 CREATE TABLE IF NOT EXISTS consumed (
     seq INTEGER PRIMARY KEY REFERENCES effects (seq),
@@ -133,7 +134,7 @@ class EffectLog:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, SCHEMA_VERSION):
+            if version not in (0, 1, 2, SCHEMA_VERSION):
                 self._conn.close()
                 raise ProviderError(
                     f"{path}: effect log schema {version}, expected {SCHEMA_VERSION}"
@@ -142,6 +143,9 @@ class EffectLog:
                 # Version 1 had no content column (and no consumed table, created below).
                 self._conn.execute("ALTER TABLE effects ADD COLUMN content TEXT")
             self._conn.executescript(_SCHEMA)
+            if version in (1, 2):
+                # Versions 1 and 2 had no clock file per epoch (the clock was wall time).
+                self._conn.execute("ALTER TABLE epochs ADD COLUMN clock_path TEXT")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute(
                 "INSERT OR IGNORE INTO epochs (epoch, started_at) VALUES (1, ?)", (time.time(),)
@@ -338,17 +342,29 @@ class EffectLog:
             epoch: int = self._conn.execute("SELECT MAX(epoch) FROM epochs").fetchone()[0]
         return epoch
 
-    def new_epoch(self, *, started_at: float) -> int:
-        """Start and return a new epoch; earlier records stay, filtered out by default."""
+    def new_epoch(self, *, started_at: float, clock_path: str | None = None) -> int:
+        """Start and return a new epoch; earlier records stay, filtered out by default.
+
+        ``clock_path`` is the clock file the epoch's records are stamped from (None: the
+        provider's own clock); kept so a restarted provider follows the same clock.
+        """
         with self._lock:
             cursor = self._conn.execute(
-                "INSERT INTO epochs (epoch, started_at)"
-                " SELECT MAX(epoch) + 1, ? FROM epochs RETURNING epoch",
-                (started_at,),
+                "INSERT INTO epochs (epoch, started_at, clock_path)"
+                " SELECT MAX(epoch) + 1, ?, ? FROM epochs RETURNING epoch",
+                (started_at, clock_path),
             )
             epoch: int = cursor.fetchone()[0]
             cursor.close()
         return epoch
+
+    def epoch_clock_path(self, epoch: int) -> str | None:
+        """The clock file epoch ``epoch`` follows, if any."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT clock_path FROM epochs WHERE epoch = ?", (epoch,)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     def clock_offset(self) -> float:
         """Total seconds the provider clock has been advanced, over the log's whole life."""

@@ -22,8 +22,10 @@ OUTCOMES: Final = (
     "refused",
     "unauthenticated",
     "failed_by_fault",
+    "stale_epoch",
 )
-"""Every value ``Effect.outcome`` can take."""
+"""Every value ``Effect.outcome`` can take (``stale_epoch``: a request of an epoch that was
+over, refused with 410 and logged in its own epoch, never in the current one)."""
 
 ACCEPTED_OUTCOMES: Final = ("fresh", "expired_then_accepted")
 """Outcomes that created a new effect at the provider (a message really went out)."""

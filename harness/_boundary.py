@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness._tree import ProcessTree
+from harness.trace import trace_clock
 
 #: Environment variable through which an exec'd worker learns its trace file and crash plan.
 CONTROL_ENV = "CRASH_HARNESS_CONTROL"
@@ -101,6 +102,7 @@ class _Tracer:
 
     __slots__ = (
         "arms",
+        "clock",
         "control_fd",
         "counter_dir",
         "counter_fds",
@@ -125,6 +127,7 @@ class _Tracer:
     ) -> None:
         self.fd = os.open(trace_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.trace_path = trace_path
+        self.clock = trace_clock(trace_path)
         self.worker = worker
         self.pid = os.getpid()
         self.counts: dict[str, int] = {}
@@ -146,6 +149,8 @@ class _Tracer:
             "worker": self.worker,
             "pid": self.pid,
         }
+        if self.clock is not None:
+            record["c"] = self.clock.now()
         # One write(2) on an O_APPEND descriptor: the line is in the kernel before we act.
         os.write(self.fd, (json.dumps(record) + "\n").encode())
 
@@ -230,6 +235,8 @@ class _Tracer:
             "pid": os.getpid(),
             "detail": detail,
         }
+        if self.clock is not None:
+            record["c"] = self.clock.now()
         os.write(self.fd, (json.dumps(record) + "\n").encode())
         if self.events_fd is not None:
             os.write(self.events_fd, f"{event} {detail.get('delivery_id', '-')} 0\n".encode())

@@ -161,13 +161,16 @@ class CaseContext:
         *,
         injected_at: float | None = None,
         budget_s: float | None = None,
+        kill_when_flagged: bool = False,
     ) -> None:
-        """Wait for a worker to end; if its watchdog flags overdue work first, record the
-        detection and kill it (a silent worker is replaced, as a supervisor would).
+        """Wait for a worker to end, recording when its watchdog flags overdue work.
 
-        With ``budget_s`` (after an injected stall) a worker that neither ends nor flags
-        anything in time is recorded as undetected and killed, instead of waiting out its
-        whole deadline.
+        Only under a liveness fault (``kill_when_flagged``, with the ``budget_s`` the fault
+        allows) is a worker that flags overdue work killed and replaced, as a supervisor
+        would replace a silent worker, and one that neither ends nor flags anything in time
+        recorded as undetected and killed. Otherwise the harness kills nothing it was not
+        asked to: a worker that is slow (a provider holding its reply) is left to finish,
+        and the flag is only recorded (``overdue_left_running``).
         """
         while True:
             event = self.supervisor.wait_event(
@@ -181,6 +184,9 @@ class CaseContext:
             if event is None:
                 self.wait(worker)
                 return
+            if event.kind == "overdue_flagged" and not kill_when_flagged:
+                self.record("overdue_left_running", target=worker.name, delivery_id=event.subject)
+                continue
             if event.kind == "overdue_flagged":
                 self.record(
                     "liveness_detected",
@@ -340,9 +346,9 @@ class CaseContext:
         trace.append(self.trace_path, event=event, worker="harness", pid=0, **detail)
 
     def advance_clock(self, seconds: float, *, reason: str) -> None:
-        """Move the workers' and the provider's clocks forward together."""
+        """Move the case clock forward: the workers and the provider (which follows the
+        case's clock file) read the same file."""
         self.clock.advance(seconds)
-        self.provider.admin.advance_clock(seconds)
         self.provider_advances.append((time.time(), seconds))
         self.record("clock_jump", seconds=seconds, reason=reason)
 

@@ -26,7 +26,7 @@ from harness import _db, _scratch
 from harness import credentials as credentials_mod
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
-from harness.clock import SharedClock
+from harness.clock import SharedClock, start_for_seed
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS, FaultSpec
 from harness.faults._args import ArgError
@@ -47,6 +47,9 @@ DEFAULT_WORKER_DEADLINE_S = 60.0
 HARNESS_REQUEST_TIMEOUT_S = 1.0
 #: wall seconds a due delivery may sit untouched before the watchdog calls it overdue
 HARNESS_LIVENESS_GRACE_S = 0.5
+#: how long a case waits, once its workers are done, for the provider to answer or drop every
+#: request of the case's epoch (a held reply) before it is observed
+DRAIN_TIMEOUT_S = 10.0
 
 __all__ = [
     "CampaignResult",
@@ -400,7 +403,9 @@ def run_case(
     case_dir.mkdir(parents=True)
     target = _db.new_target(settings.db_url, workdir=case_dir, case_slug=case.slug)
     system = settings.system
-    clock = SharedClock.create(str(case_dir / "clock"))
+    clock = SharedClock.create(
+        str(case_dir / trace_store.CLOCK_FILE), start=start_for_seed(settings.seed)
+    )
     try:
         # A SQLite ledger is copied from a template made by the campaign's first case.
         _db.prepare_target(
@@ -426,10 +431,15 @@ def run_case(
             **settings.worker_overrides,
             **dict(system.config_overrides),
         }
+        rules = [FaultRule(**rule) for rule in faults]
+        # A new epoch with this case's faults armed, on this case's clock; the workers get
+        # the epoch in their provider URL, so nothing they send can count in another case.
+        # The steps' own provider rules are armed by their prepare (``add_provider_rule``).
+        epoch = provider.admin.reset(rules, clock_path=clock.path)
         grants = credentials or (credentials_mod.Credential("worker", secret, ("*",)),)
         base_config = WorkerConfig(
             db=target,
-            provider_url=provider.url,
+            provider_url=epoch_url(provider.url, epoch),
             credential_id=grants[0].credential_id,
             credential_secret=grants[0].secret,
             destination_scope=grants[0].scope_text,
@@ -449,7 +459,7 @@ def run_case(
             clock=clock,
             worker_deadline_s=settings.worker_deadline_s,
             base_config=base_config,
-            provider_rules=[FaultRule(**rule) for rule in faults],
+            provider_rules=rules,
             intended=dict(workload.intended()),
             provider_advances=provider_advances if provider_advances is not None else [],
             crash_scope=settings.crash_scope,
@@ -461,7 +471,6 @@ def run_case(
             if prepare is not None:
                 ctx.begin_step(index, step)
                 prepare(ctx, step)
-        provider.admin.reset(ctx.provider_rules)  # a new epoch, with this case's faults armed
         for index, step in enumerate(case.steps):
             if ctx.anomalous:
                 ctx.skip_step(step, "not run: an earlier worker died or hung on its own")
@@ -474,6 +483,7 @@ def run_case(
                 ctx.steps.append(StepRecord(str(step), Landing.UNCONFIRMED, "pending"))
                 ctx.begin_step(-1, step)
         ctx.finish()
+        _drain(ctx, provider, epoch)
         policy = Policy(
             key_window_s=base_config.key_window_s,
             retry_backoff_s=base_config.retry_backoff_s,
@@ -577,6 +587,36 @@ def provider_window_s(provider: ProviderProcess, settings: CampaignSettings) -> 
     if isinstance(configured, int | float):
         return float(configured)
     return adapters.default_window_s(settings.provider_preset)
+
+
+def epoch_url(url: str, epoch: int) -> str:
+    """The provider base URL a case's workers get: its epoch as a path prefix, which the fake
+    provider strips and checks (``docs/own-worker.md``)."""
+    return f"{url.rstrip('/')}/epoch/{epoch}"
+
+
+def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
+    """A case ends when the provider has answered or dropped every request of its epoch."""
+    try:
+        drained = provider.admin.drain(epoch, timeout_s=DRAIN_TIMEOUT_S)
+    except Exception as exc:  # the provider is gone: its log says what it saw
+        ctx.notes.append(f"provider drain of epoch {epoch} failed: {exc}")
+        return
+    if drained.get("waited_for") or not drained.get("drained"):
+        ctx.record(
+            "provider_drain",
+            epoch=epoch,
+            drained=drained.get("drained"),
+            waited_for=drained.get("waited_for"),
+            waited_s=drained.get("waited_s"),
+            left=len(drained.get("in_flight") or ()),
+        )
+    if not drained.get("drained"):
+        ctx.notes.append(
+            f"provider drain gave up after {DRAIN_TIMEOUT_S}s with "
+            f"{len(drained.get('in_flight') or ())} request(s) of epoch {epoch} in flight "
+            "(refused when their hold ends, never counted in another case)"
+        )
 
 
 def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:

@@ -1,22 +1,61 @@
 """A clock the harness can move, shared by the harness, its workers and the fake providers.
 
-Dedupe windows are hours long and leases seconds long; a test cannot wait for either. Every
-participant reads *wall time plus an offset*; the offset lives in a small file that the
-harness rewrites (and mirrors to the providers' admin clock), so "24 hours later" takes a
-millisecond and every process agrees on it. Without a file the clock is plain wall time.
+Dedupe windows are hours long and leases seconds long; a test cannot wait for either. And
+logic that buckets time (per minute, per day) must see the same times when a case is
+replayed. So a case's clock is not wall time: it is one reading in a small file, which
+
+- starts at a value fixed by the seed (``start_for_seed``: 2030-01-01T00:00:00Z plus a
+  seed-derived whole number of seconds under a year, so seeds land on different days and
+  minutes, and a replay lands on the same ones);
+- moves only when the harness moves it (a restart gap, a clock jump) or when a worker sleeps
+  on it: ``sleep_until`` with ``autojump`` jumps straight to the wake-up time (trio's
+  MockClock), without it the worker really sleeps (at most ``cap_s``) and the clock moves by
+  what it slept; ``waited(s)`` says that ``s`` seconds went by in a real-time wait (the
+  reference calls it after a request timed out: the worker did wait that long).
+
+Reading it never moves it: a worker that is fast or slow sees the same times. Real-time
+waits (a request timeout, a rival's lease) still take real time; only the readings are
+deterministic. The fake provider of a case follows the same file (``AdminClient.reset(...,
+clock_path=...)``), so its ``received_at`` and windows agree with the workers' ledger.
+Without a file the clock is plain wall time (production).
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import time
+from collections.abc import Callable
+from typing import Final
 
-#: width of the offset record; fixed so a reader never sees half a write
-_WIDTH = 32
+#: the clock file's record: the same fixed-width ASCII float ``fake_providers._clock`` reads
+#: (kept here too so that ``import harness`` stays light; a test checks they agree)
+WIDTH: Final = 32
+
+
+def encode(reading: float) -> bytes:
+    return f"{reading:<{WIDTH}.6f}".encode()
+
+
+def decode(raw: bytes) -> float:
+    return float(raw.decode().strip() or 0.0)
+
+
+#: where every seeded clock starts before its seed's offset: 2030-01-01T00:00:00Z
+CLOCK_EPOCH: Final = 1_893_456_000.0
+_YEAR_S: Final = 365 * 86_400
+
+
+def start_for_seed(seed: int) -> float:
+    """The reading a case's clock starts at: ``CLOCK_EPOCH`` plus a whole number of seconds
+    under a year, taken from sha256 of the seed (the same for every case of a run)."""
+    digest = hashlib.sha256(f"crash-harness clock {seed}".encode()).digest()
+    return CLOCK_EPOCH + int.from_bytes(digest[:8], "big") % _YEAR_S
 
 
 class SharedClock:
-    """Wall time plus an offset read from ``path`` on every call (a single pread)."""
+    """The reading in ``path`` (a single pread per call), or wall time without a path."""
 
     def __init__(self, path: str | None = None) -> None:
         self.path = path
@@ -36,45 +75,61 @@ class SharedClock:
             os.close(self._fd)
         self._fd = None
 
-    def offset(self) -> float:
-        if self.path is None:
-            return 0.0
-        raw = os.pread(self._descriptor(), _WIDTH, 0)
-        return float(raw.decode().strip() or 0.0)
-
     def now(self) -> float:
-        return time.time() + self.offset()
+        if self.path is None:
+            return time.time()
+        return decode(os.pread(self._descriptor(), WIDTH, 0))
 
     def sleep_until(self, when: float, *, autojump: bool, cap_s: float) -> None:
-        """Wait until ``when`` on this clock: jump there at once, or sleep (at most ``cap_s``)."""
+        """Wait until ``when`` on this clock: jump there at once (``autojump``), or sleep for
+        real (at most ``cap_s``) and move the clock by what was slept."""
         delay = when - self.now()
         if delay <= 0:
             return
-        if autojump and self.path is not None:
-            self.advance(delay)
+        if self.path is None:
+            time.sleep(min(cap_s, delay))
             return
-        time.sleep(min(cap_s, delay))
+        if autojump:
+            self._move(lambda now: max(now, when))
+            return
+        slept = min(cap_s, delay)
+        time.sleep(slept)
+        self.waited(slept)
+
+    def waited(self, seconds: float) -> None:
+        """``seconds`` went by in a real-time wait (a request that timed out): move the clock
+        by as much. A no-op on wall time, where they have already gone by."""
+        if self.path is not None and seconds > 0:
+            self._move(lambda now: now + seconds)
 
     @staticmethod
-    def create(path: str) -> SharedClock:
-        """Start a clock file at offset zero (harness side)."""
+    def create(path: str, *, start: float) -> SharedClock:
+        """Start a clock file at ``start`` (harness side)."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, f"{0.0:<{_WIDTH}}".encode())
+            os.write(fd, encode(start))
         finally:
             os.close(fd)
         return SharedClock(path)
 
     def advance(self, seconds: float) -> float:
-        """Move every reader of this clock forward (harness side); returns the new offset."""
+        """Move every reader of this clock forward (harness side); returns the new reading."""
         if self.path is None:
             raise RuntimeError("a wall clock cannot be moved; create a SharedClock file")
         if seconds < 0:
             raise ValueError("the shared clock only moves forward")
-        new = self.offset() + seconds
-        fd = os.open(self.path, os.O_WRONLY)
+        return self._move(lambda now: now + seconds)
+
+    def _move(self, to: Callable[[float], float]) -> float:
+        """Read, compute and write under an exclusive lock, so two workers jumping at once
+        never move the clock backwards."""
+        assert self.path is not None
+        fd = os.open(self.path, os.O_RDWR)
         try:
-            os.pwrite(fd, f"{new:<{_WIDTH}.6f}".encode(), 0)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            now = decode(os.pread(fd, WIDTH, 0))
+            new = max(now, to(now))
+            os.pwrite(fd, encode(new), 0)
+            return new
         finally:
-            os.close(fd)
-        return new
+            os.close(fd)  # closing releases the lock

@@ -3,6 +3,10 @@
 Workers append a line per boundary hit (before any armed action), the supervisor appends
 spawns and exits. A crash is provable from the trace alone: the "crash" line names the
 boundary and hit, and the supervisor's exit line says the same pid died by SIGKILL.
+
+Every line carries ``t``, wall time (the order and the pace of what happened), and, when the
+case has a clock file next to its trace (``CLOCK_FILE``), ``c``: the case clock's reading
+at that moment, the time the ledger and the provider stamp their records with.
 """
 
 from __future__ import annotations
@@ -12,7 +16,18 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+from harness.clock import SharedClock
+
+#: the case clock's file name, next to the case's trace file
+CLOCK_FILE: Final = "clock"
+
+
+def trace_clock(trace_path: str | Path) -> SharedClock | None:
+    """The case clock that sits next to ``trace_path``, if there is one."""
+    path = Path(trace_path).with_name(CLOCK_FILE)
+    return SharedClock(str(path)) if path.exists() else None
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,8 @@ class TraceEvent:
     boundary: str | None = None
     hit: int | None = None
     detail: dict[str, Any] | None = None
+    #: the case clock's reading when the line was written (None: no case clock)
+    c: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -37,12 +54,24 @@ class TraceEvent:
             data["hit"] = self.hit
         if self.detail:
             data["detail"] = self.detail
+        if self.c is not None:
+            data["c"] = self.c
         return data
 
 
 def append(path: Path, *, event: str, worker: str, pid: int, **detail: Any) -> None:
     """Record a supervisor event on the same file the workers write to."""
-    line = {"t": time.time(), "event": event, "worker": worker, "pid": pid, "detail": detail}
+    line: dict[str, Any] = {
+        "t": time.time(),
+        "event": event,
+        "worker": worker,
+        "pid": pid,
+        "detail": detail,
+    }
+    clock = trace_clock(path)
+    if clock is not None:
+        line["c"] = clock.now()
+        clock.close()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(line) + "\n").encode())
@@ -69,6 +98,7 @@ def read(path: Path) -> list[TraceEvent]:
                 boundary=data.get("boundary"),
                 hit=data.get("hit"),
                 detail=data.get("detail"),
+                c=float(data["c"]) if isinstance(data.get("c"), int | float) else None,
             )
         )
     return events

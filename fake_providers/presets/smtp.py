@@ -243,6 +243,11 @@ class Smtp(Preset):
                 await asyncio.sleep(fault.delay_s)
             queue_id = secrets.token_hex(6).upper()
             with core.lock:
+                admitted_in = core.flight_epoch(token)
+                if admitted_in != core.epoch:  # its epoch ended while it was held
+                    for attempt in attempts:
+                        core.append(attempt, outcome="stale_epoch", status=451, epoch=admitted_in)
+                    return "451 4.3.0 epoch over; message refused"
                 for attempt in attempts:
                     core.append(
                         attempt,

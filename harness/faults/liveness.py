@@ -41,7 +41,7 @@ def _watch(ctx: CaseContext, step: Step, *, action: str) -> None:
         ctx.release(worker, "gc")
     # A watchdog that has not spoken after ten grace periods is not going to.
     budget = 10 * ctx.base_config.liveness_grace_s + 2.0
-    ctx.watch(worker, injected_at=first.at, budget_s=budget)
+    ctx.watch(worker, injected_at=first.at, budget_s=budget, kill_when_flagged=True)
 
 
 def _asyncio_path(ctx: CaseContext, step: Step) -> None:

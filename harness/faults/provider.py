@@ -118,7 +118,6 @@ def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> Faul
 
 #: longer than the harness's request timeout (1 s), so the worker gives up waiting
 TIMEOUT_HOLD_S = 1.5
-
 FAULTS = (
     _spec(
         "provider_accept_then_drop",

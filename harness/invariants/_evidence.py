@@ -4,7 +4,10 @@ A failing checker names the delivery, the provider effects with their times and 
 the place in the trace where things went wrong: the last boundary hit, crash or harness
 action recorded before the offending effect.
 
-Clocks: trace lines carry wall time; the provider stamps effects with its own clock, which
+Clocks: a trace line written with a case clock carries its reading (``c``), the clock the
+ledger and the provider (which follows the case's clock file) stamp their records with; that
+reading is used as is. For a trace without readings (older traces, a system without a clock
+file): trace lines carry wall time; the provider stamps effects with its own clock, which
 started the case ``Observation.provider_clock_offset_s`` ahead of wall time and which the
 harness moves forward together with the shared clock, recording each move as a
 ``clock_jump`` event. So a trace time is put on the provider's clock by adding that offset and
@@ -38,7 +41,7 @@ def provider_times(trace: tuple[TraceEvent, ...], *, start_offset: float = 0.0) 
     offset = start_offset
     times: list[float] = []
     for ev in trace:
-        times.append(ev.t + offset)
+        times.append(ev.c if ev.c is not None else ev.t + offset)
         if ev.event == "clock_jump":
             seconds = (ev.detail or {}).get("seconds")
             if isinstance(seconds, int | float):

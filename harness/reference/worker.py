@@ -260,6 +260,7 @@ class ReferenceWorker:
             )
         )
         if found.error is not None:
+            self.waited_out(found.error)
             self.ledger.persist_unknown(
                 claim, f"lookup failed: {found.error}", retry_in=self.config.backoff(1)
             )
@@ -289,6 +290,7 @@ class ReferenceWorker:
             boundary("after_response_persisted")
             self.finish(claim)
         elif result.answer is Answer.UNKNOWN:
+            self.waited_out(result.detail)
             self.ledger.persist_unknown(claim, result.detail, retry_in=self.config.backoff(attempt))
             boundary("after_response_persisted")
         elif result.answer is Answer.RETRYABLE:
@@ -299,6 +301,14 @@ class ReferenceWorker:
             self.ledger.persist_terminal(claim, "failed", result.detail)
             boundary("after_response_persisted")
             self.cleanup(claim)
+
+    def waited_out(self, detail: str) -> None:
+        """A request that timed out kept this worker waiting its whole timeout: that time
+        went by on the clock too (a no-op on wall time; on the harness's case clock it is
+        what keeps a provider's slow reply and the worker's retry in the order real time
+        would give them)."""
+        if "Timeout" in detail or "timed out" in detail:
+            self.clock.waited(self.config.request_timeout_s)
 
     def finish(self, claim: Claim) -> None:
         self.ledger.acknowledge(claim)

@@ -79,9 +79,13 @@ def build_timeline(
     order = 0
     jumps: list[tuple[float, float]] = []
     alive: dict[str, list[float]] = {}
+    #: (case clock reading, wall time) of every trace line that carries a reading
+    readings: list[tuple[float, float]] = []
     for item in trace_events:
         ev = _as_mapping(item)
         t = float(ev["t"])
+        if isinstance(ev.get("c"), int | float):
+            readings.append((float(ev["c"]), t))
         raw.append((t, order, _trace_event(ev)))
         order += 1
         seconds = (ev.get("detail") or {}).get("seconds")
@@ -115,7 +119,12 @@ def build_timeline(
             detail["duplicate"] = accepted_seen[ident] > 1
         label = outcome + (" (duplicate)" if detail.get("duplicate") else "")
         event = {"lane": PROVIDER_LANE, "kind": "effect", "label": label, "detail": detail}
-        received = to_wall(float(eff.get("received_at") or 0.0), provider_advances)
+        received_at = float(eff.get("received_at") or 0.0)
+        received = (
+            reading_to_wall(received_at, readings)
+            if readings
+            else to_wall(received_at, provider_advances)
+        )
         raw.append((received, order, event))
         order += 1
     for item in ledger_events or ():
@@ -131,7 +140,11 @@ def build_timeline(
             "label": str(row["event"]),
             "detail": detail,
         }
-        at = to_wall(float(row["at"]), jumps)
+        at = (
+            reading_to_wall(float(row["at"]), readings)
+            if readings
+            else to_wall(float(row["at"]), jumps)
+        )
         span = alive.get(str(row.get("worker")))
         if span:
             at = min(max(at, min(span)), max(span))
@@ -231,6 +244,20 @@ def read_effects(log: Path, *, start: float) -> list[dict[str, Any]] | None:
         data["received_at"] = to_wall(float(data["received_at"]), advances)
         effects.append(data)
     return effects
+
+
+def reading_to_wall(reading: float, readings: Sequence[tuple[float, float]]) -> float:
+    """A case clock reading -> wall time, from the trace lines that carry readings.
+
+    The case clock stands still between moves, so a reading names an interval of wall time;
+    a record stamped with it was made after the last trace line that saw the clock at or
+    before it: that line's wall time (the first line's, for a reading before every line).
+    """
+    best: float | None = None
+    for c, t in readings:
+        if c <= reading and (best is None or t >= best):
+            best = t
+    return best if best is not None else min(t for _, t in readings)
 
 
 def to_wall(moved_t: float, advances: Sequence[tuple[float, float]]) -> float:
