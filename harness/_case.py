@@ -71,6 +71,9 @@ class CaseContext:
     #: how to tell that a third-party system has settled (None: a worker that ends has)
     settle: Settle | None = None
     started_at: float = field(default_factory=time.time)
+    #: set by a liveness fault: a worker whose watchdog flags overdue work is killed and
+    #: replaced (the fault asked for it); otherwise the flag is only recorded
+    replace_flagged_workers: bool = False
     _spawned: int = 0
 
     @property
@@ -162,7 +165,7 @@ class CaseContext:
         for _ in range(MAX_FINISH_WORKERS):
             if self.settled or self.anomalous:
                 break
-            self.watch(self.spawn())
+            self.watch(self.spawn(), kill_when_flagged=self.replace_flagged_workers)
         else:
             if not self.settled:
                 self.notes.append(f"still unsettled after {MAX_FINISH_WORKERS} fresh workers")
@@ -194,7 +197,7 @@ class CaseContext:
             time.sleep(min(settle.interval_s, max(0.0, deadline - time.monotonic())))
             ok, hook_output = settle.recover(config)
             self.record("recovery_hook", ok=ok, output=hook_output)
-            self.watch(self.spawn())
+            self.watch(self.spawn(), kill_when_flagged=self.replace_flagged_workers)
             rounds += 1
             if self.anomalous:
                 return
