@@ -113,6 +113,9 @@ class CaseContext:
     steps: list[StepRecord] = field(default_factory=list)
     #: step index -> the provider rule that step added (confirmed by the provider's count)
     step_rules: dict[int, FaultRule] = field(default_factory=dict)
+    #: set by a liveness fault: a worker whose watchdog flags overdue work is killed and
+    #: replaced (the fault asked for it); otherwise the flag is only recorded
+    replace_flagged_workers: bool = False
     _spawned: int = 0
     _step_index: int | None = None
     _step_record: StepRecord | None = None
@@ -207,7 +210,7 @@ class CaseContext:
         for _ in range(MAX_FINISH_WORKERS):
             if self.settled or self.anomalous:
                 break
-            self.watch(self.spawn())
+            self.watch(self.spawn(), kill_when_flagged=self.replace_flagged_workers)
         else:
             if not self.settled:
                 self.notes.append(f"still unsettled after {MAX_FINISH_WORKERS} fresh workers")
@@ -239,7 +242,7 @@ class CaseContext:
             time.sleep(min(settle.interval_s, max(0.0, deadline - time.monotonic())))
             ok, hook_output = settle.recover(config)
             self.record("recovery_hook", ok=ok, output=hook_output)
-            self.watch(self.spawn())
+            self.watch(self.spawn(), kill_when_flagged=self.replace_flagged_workers)
             rounds += 1
             if self.anomalous:
                 return

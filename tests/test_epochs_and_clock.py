@@ -122,6 +122,27 @@ def test_provider_slow_fault_holds_the_first_send(tmp_path: Path) -> None:
     assert slow[0][3] == "fresh"
 
 
+def test_provider_hold_holds_the_first_send_before_processing_it(tmp_path: Path) -> None:
+    """The request itself is held (logged ``slow`` when it lands); the case drains it, the
+    reference reconciles after its timeout and backoff, and passes."""
+    result = run_campaign(
+        CampaignSettings(
+            system=systems.resolve("reference"),
+            seed=SEED,
+            workdir=tmp_path,
+            keep_workdir=True,
+            provider_preset="chat",
+            cases=[CaseSpec.parse("provider_hold:1.5s+concurrent_claim")],
+        )
+    )
+    assert _failing(result) == {}
+    held = [e for e in _effects(tmp_path) if e[4] == "slow"]
+    assert len(held) == 1
+    assert held[0][3] == "fresh"
+    (case,) = result.cases
+    assert all(r.landed for r in case.step_records)
+
+
 @pytest.mark.parametrize("arg", ["x", "-1", "99999"])
 def test_provider_slow_refuses_a_bad_hold(arg: str, tmp_path: Path) -> None:
     with pytest.raises(BadInputError):
@@ -298,3 +319,39 @@ def test_a_slow_hold_ends_when_the_followed_clock_passes_it(
     assert effect.received_at == start_for_seed(1) + 31.0  # stamped from the followed clock
     with pytest.raises(Exception, match="409"):
         chat.admin.advance_clock(1.0)  # the file is the clock now
+
+
+def test_a_send_held_past_the_workers_end_is_drained_into_its_own_case(tmp_path: Path) -> None:
+    """Held 3 s before processing, past the 1 s timeout and the 1 s backoff: the worker reads
+    the thread, finds nothing and resends, and then the provider processes the first copy.
+    That duplicate is real (real time would give the same order), so it must fail the case
+    that made it, never the next one: the case waits for its epoch to drain."""
+    result = run_campaign(
+        CampaignSettings(
+            system=systems.resolve("reference"),
+            seed=SEED,
+            workdir=tmp_path,
+            keep_workdir=True,
+            provider_preset="chat",
+            cases=[CaseSpec.parse(c) for c in ("provider_hold:3s", "baseline")],
+        )
+    )
+    guilty, innocent = result.cases
+    assert guilty.invariants["exactly_once_effect"].status is Status.FAIL
+    assert innocent.verdict is Status.PASS, _failing(result)
+    from harness import trace
+
+    drains = [
+        ev.detail
+        for ev in trace.read(tmp_path / guilty.spec.slug / "trace.jsonl")
+        if ev.event == "provider_drain"
+    ]
+    assert drains == [
+        {
+            "epoch": drains[0]["epoch"],
+            "drained": True,
+            "waited_for": 1,
+            "waited_s": drains[0]["waited_s"],
+            "left": 0,
+        }
+    ]

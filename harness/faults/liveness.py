@@ -45,8 +45,10 @@ def _watch(ctx: CaseContext, step: Step, *, action: str) -> None:
 
 
 def _asyncio_path(ctx: CaseContext, step: Step) -> None:
-    """Both faults live in the asyncio delivery path."""
+    """Both faults live in the asyncio delivery path; under them (and only them) a worker
+    whose watchdog flags overdue work is killed and replaced, by the fresh workers too."""
     ctx.base_config = replace(ctx.base_config, delivery_mode="asyncio")
+    ctx.replace_flagged_workers = True
 
 
 def _task_never_started(ctx: CaseContext, step: Step) -> None:

@@ -6,8 +6,10 @@ effect and cuts the connection before any reply: the hard case seen from the pro
 and holds its reply that long, whatever other fault that send was due: below the worker's
 request timeout (1 s) a slow success, above it a reply that comes after the worker gave up
 (a ``provider_timeout`` of a chosen length).
-The reply is held, not the request: an effect that landed after the case was judged would be
-evidence the checkers never saw.
+The reply is held, not the request. ``provider_hold:DURATION`` holds the request itself before
+the provider processes it: its effect lands when the hold ends (wall time, or once the case
+clock has moved that far), and the case drains the provider's epoch before it is judged, so the
+effect counts in its own case and never in the next.
 """
 
 from __future__ import annotations
@@ -55,6 +57,16 @@ def _slow_prepare(ctx: CaseContext, step: Step) -> None:
     # comes first, or a replay could differ.
     rule = FaultRule(fault="timeout", hold_s=delay, then="reply", nth=1)
     ctx.add_provider_rule(rule)
+
+
+def _hold_prepare(ctx: CaseContext, step: Step) -> None:
+    try:
+        delay = _check_slow(step.arg) if step.arg else DEFAULT_SLOW_S
+    except ArgError as exc:
+        raise BadInputError(f"{step}: {exc}") from None
+    # held *before* it is processed: the effect lands when the hold ends (on the case clock
+    # too), so the case drains its epoch before it is judged (``campaign._drain``)
+    ctx.add_provider_rule(FaultRule(fault="slow", delay_s=delay, nth=1))
 
 
 def _rule(make: Callable[[int], FaultRule]) -> Callable[[CaseContext, Step], None]:
@@ -145,6 +157,16 @@ FAULTS = (
         needs_boundary=False,
         run=_nothing,
         prepare=_slow_prepare,
+        arg_help=f"how long: {DURATION_HELP}, at most {MAX_SLOW_S:g}s (default {DEFAULT_SLOW_S}s)",
+        check_arg=_check_slow,
+        confirm=confirm,
+    ),
+    FaultSpec(
+        id="provider_hold",
+        summary="the provider holds the case's first send that long before processing it",
+        needs_boundary=False,
+        run=_nothing,
+        prepare=_hold_prepare,
         arg_help=f"how long: {DURATION_HELP}, at most {MAX_SLOW_S:g}s (default {DEFAULT_SLOW_S}s)",
         check_arg=_check_slow,
         confirm=confirm,
