@@ -128,3 +128,25 @@ FLAKY = System(
     prepare=_REF.prepare,
     read_ledger=_reads_wrong_once,
 )
+
+
+#: env var: seconds every SLOW_START incarnation spends starting before it looks at the queue
+SLOW_START_ENV = "CH_TEST_SLOW_START_S"
+
+
+def _slow_start(config: WorkerConfig) -> None:
+    """The reference on a loaded machine: each incarnation takes a while to get going (as
+    under a busy CI runner), the same for every worker, before it makes its first claim."""
+    import time
+
+    time.sleep(float(os.environ[SLOW_START_ENV]))
+    _REF.main(config)
+
+
+SLOW_START = System(
+    name="tests._systems:SLOW_START",
+    description="the reference, slow to start each incarnation",
+    main=_slow_start,
+    prepare=_REF.prepare,
+    read_ledger=_REF.read_ledger,
+)

@@ -25,7 +25,13 @@ from harness.outcome import Expectation, judge, judge_result
 from harness.supervisor import OutcomeKind, WorkerOutcome
 from harness.sweep import sweep
 from harness.systems import resolve
-from tests._systems import FICKLE, FICKLE_MARKER_ENV, FICKLE_POINT
+from tests._systems import (
+    FICKLE,
+    FICKLE_MARKER_ENV,
+    FICKLE_POINT,
+    SLOW_START,
+    SLOW_START_ENV,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -126,6 +132,22 @@ def test_a_race_with_one_racer_did_not_land(tmp_path: Path) -> None:
     assert record.landing is Landing.UNCONFIRMED
     assert "no race" in record.detail
     assert result.verdict is Status.GAP
+
+
+def test_a_race_among_slow_starters_still_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy runner every worker takes a while to start; followers as slow as their
+    leader still race (a fixed 0.3 s window called this "no race": a gap in CI's soak)."""
+    monkeypatch.setenv(SLOW_START_ENV, "0.6")
+    settings = CampaignSettings(
+        system=SLOW_START, seed=14, workdir=tmp_path / "w", provider_faults=()
+    )
+    with Campaign(settings) as campaign:
+        result = campaign.run(CaseSpec.parse("concurrent_claim:3"))
+    (record,) = result.step_records
+    assert record.landing is Landing.LANDED, record
+    assert result.verdict is Status.PASS
 
 
 def test_a_provider_fault_wins_its_request_over_the_workloads_own_faults(tmp_path: Path) -> None:
