@@ -80,7 +80,9 @@ class ProcessTree:
                     os.kill(pid, signal.SIGSTOP)
             stopped |= fresh
         handles = []
-        for pid in stopped:
+        # The root last: the supervisor is waiting on it, and once it is reaped the walk can no
+        # longer find its orphans, so every other member must already have SIGKILL pending.
+        for pid in sorted(stopped, key=lambda pid: pid == self.root):
             with contextlib.suppress(OSError):
                 handles.append(os.pidfd_open(pid))
             with contextlib.suppress(ProcessLookupError, PermissionError):

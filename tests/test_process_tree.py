@@ -22,12 +22,9 @@ from harness.supervisor import TREE_MODE_ENV, OutcomeKind, Supervisor
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in (b"Z", b"X")
+    """Whether ``pid`` can still run: a zombie, an exiting process or one with SIGKILL pending
+    cannot (the kernel tears it down without running another instruction of it)."""
+    return not _tree.dying(pid)
 
 
 def _queue_worker(outdir: Path, jobs: int) -> None:
