@@ -18,15 +18,100 @@ import click
 
 from harness import __version__
 from harness.errors import BadInputError, ExitStatus
-from harness.invariants import Status
 from harness.names import BOUNDARIES
+
+#: commands that live in their own modules, imported only when asked for (``--version`` and
+#: ``--help`` then import none of them): name -> (module, attribute, the help listing's line,
+#: as click shortens it for an 80-column listing)
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "explore": (
+        "harness._cmd_scenario",
+        "explore_cmd",
+        "Let Hypothesis search fault schedules against real...",
+    ),
+    "ledger": (
+        "harness._cmd_ledger",
+        "ledger",
+        "Inspect a delivery ledger and settle the items waiting for...",
+    ),
+    "mutants": (
+        "harness._cmd_mutants",
+        "mutants",
+        "Run every mutant and the reference; print which invariants...",
+    ),
+    "providers": (
+        "fake_providers._cli",
+        "providers",
+        "Run the fake providers on their own (payments, orders,...",
+    ),
+    "replay": (
+        "harness._cmd_scenario",
+        "replay_cmd",
+        "Rerun one case (or schedule) of a scenario exactly, from...",
+    ),
+    "report": (
+        "harness._cmd_report",
+        "report_group",
+        "Render a saved report in another format, or merge shard...",
+    ),
+    "run": (
+        "harness._cmd_scenario",
+        "run_cmd",
+        "Run a scenario file (a path, or the name of a built-in) as...",
+    ),
+    "scenarios": (
+        "harness._cmd_scenario",
+        "scenarios_group",
+        "List the built-in scenarios or check scenario files.",
+    ),
+    "sweep": (
+        "harness._cmd_scenario",
+        "sweep_cmd",
+        "Dry-run a scenario, then crash at every (boundary, hit) it...",
+    ),
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose sub-commands in ``LAZY_COMMANDS`` are imported on first use.
+
+    The help listing shows each one's stored line instead of importing it (a test keeps the
+    stored lines equal to the commands' own)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module, attr, _ = LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attr)
+            assert isinstance(command, click.Command), cmd_name
+            assert command.name == cmd_name, cmd_name
+            self.add_command(command)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))  # click's own rule
+        rows = []
+        for name in names:
+            if name in LAZY_COMMANDS and name not in self.commands:
+                rows.append((name, LAZY_COMMANDS[name][2]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="crash-harness")
 def main() -> None:
     """Crash-inject a delivery worker and prove it never sends twice or loses a message."""
@@ -124,6 +209,7 @@ def certify(
         run_campaign,
         validate_cases,
     )
+    from harness.invariants import Status
     from harness.reports._contract import determinism_of
     from harness.reports._live import LiveReport, ResumePlan, plan_resume
 
@@ -293,14 +379,3 @@ def _write_partial(live: object) -> None:
 
 def _indent(text: str) -> str:
     return "\n".join("       | " + line for line in text.rstrip().splitlines()[-40:])
-
-
-# -- further command groups, each in its own module, registered here ----------------------
-from fake_providers._cli import providers as _providers  # noqa: E402
-from harness._cmd_ledger import COMMANDS as _LEDGER_COMMANDS  # noqa: E402
-from harness._cmd_mutants import mutants as _mutants  # noqa: E402
-from harness._cmd_report import COMMANDS as _REPORT_COMMANDS  # noqa: E402
-from harness._cmd_scenario import COMMANDS as _SCENARIO_COMMANDS  # noqa: E402
-
-for _command in (*_SCENARIO_COMMANDS, *_REPORT_COMMANDS, *_LEDGER_COMMANDS, _mutants, _providers):
-    main.add_command(_command)

@@ -35,6 +35,42 @@ def test_help_and_version() -> None:
     assert "0.1.0" in runner.invoke(main, ["--version"]).output
 
 
+def test_help_lines_of_lazy_commands_are_the_commands_own() -> None:
+    """`--help` shows stored lines for commands it does not import; each is the real one's."""
+    import click
+
+    from harness.cli import LAZY_COMMANDS
+
+    ctx = click.Context(main)
+    # click's rule for the listing: an 80-column terminal gives a 78-column formatter
+    limit = 78 - 6 - max(map(len, main.list_commands(ctx)))
+    for name, (_, _, line) in LAZY_COMMANDS.items():
+        command = main.get_command(ctx, name)
+        assert command is not None, name
+        assert command.get_short_help_str(limit) == line, name
+    assert sorted(main.list_commands(ctx)) == sorted({*main.commands, *LAZY_COMMANDS})
+
+
+def test_version_and_help_import_no_command_module() -> None:
+    """`--version` and `--help` stay fast: no command module, database or HTTP library."""
+    probe = (
+        "import sys\n"
+        "from harness.cli import main\n"
+        "for args in (['--version'], ['--help']):\n"
+        "    try:\n"
+        "        main(args)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'fake_providers', 'harness.campaign',"
+        " 'harness._cmd_scenario', 'matplotlib')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+
+
 def test_boundaries_lists_the_eleven() -> None:
     """`boundaries` prints every documented boundary with where it sits."""
     out = CliRunner().invoke(main, ["boundaries"]).output
