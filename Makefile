@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: certify test lint bench soak clean
+.PHONY: certify test lint bench bench-quick soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,12 +29,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Every benchmarks/bench_*.py, printing medians and ratios measured in one run; bench-quick is
+# the same code on a few rounds (CI runs it through tests/test_benchmarks.py so it cannot rot).
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_cycle.py
-	$(BIN)/python benchmarks/bench_boundary.py
-	$(BIN)/python benchmarks/bench_sweep_explore.py
-	$(BIN)/python benchmarks/bench_schedule_cost.py
-	$(BIN)/python benchmarks/bench_jobs.py
+	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b; done
+
+bench-quick: $(STAMP)
+	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; \
+	  CRASH_HARNESS_BENCH_QUICK=1 $(BIN)/python $$b; done
 
 clean:
 	rm -rf $(VENV) reports/report.json reports/report.md

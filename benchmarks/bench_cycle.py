@@ -1,4 +1,4 @@
-"""One crash-restart cycle of the harness against the same cycle written by hand (goal <= 1.5).
+"""One crash-restart cycle of the harness against the same cycle written by hand (goal <= 1.3).
 
 Both sides do the same work per cycle against the same running fake provider: fork a
 worker, which commits a row to SQLite (WAL) and POSTs one message, then is SIGKILLed and
@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 import requests
+from _quick import pick
 
 from fake_providers import ProviderProcess
 from harness import boundary
 from harness._boundary import Arm
 from harness.supervisor import OutcomeKind, Supervisor
 
-CYCLES = 60
+CYCLES = pick(60, 4)
 
 
 def _work(db: Path, url: str, secret: str, n: int) -> None:
@@ -72,7 +73,8 @@ def harness_cycle(sup: Supervisor, db: Path, url: str, secret: str, n: int, trac
         boundary("after_provider_accept")
 
     start = time.perf_counter()
-    w = sup.start("w", target, trace_path=trace, arms=[Arm("after_provider_accept", 1)])
+    # a fresh name per cycle: hits are counted per worker name, as a restart is a new worker
+    w = sup.start(f"w{n}", target, trace_path=trace, arms=[Arm("after_provider_accept", 1)])
     out = sup.wait(w, timeout_s=30, trace_path=trace)
     elapsed = time.perf_counter() - start
     assert out.kind is OutcomeKind.CRASHED_AS_PLANNED, out
@@ -103,7 +105,7 @@ def main() -> None:
     print(f"cycles per side:             {CYCLES}")
     print(f"bare fork+commit+POST+kill:  median {b:7.2f} ms")
     print(f"harness crash-restart cycle: median {h:7.2f} ms")
-    print(f"ratio harness/bare:          {h / b:.2f}  (goal <= 1.5)")
+    print(f"ratio harness/bare:          {h / b:.2f}  (goal <= 1.3)")
 
 
 if __name__ == "__main__":

@@ -13,13 +13,16 @@ import statistics
 import sys
 import time
 
+from _quick import QUICK, pick
+
 from harness import scenario as scenario_mod
 from harness.campaign import Campaign, CampaignSettings
 from harness.invariants import Status
 from harness.sweep import sweep
 
-ROUNDS = 3
-SCENARIO = "reference-sweep"
+ROUNDS = pick(3, 1)
+#: the quick form sweeps one boundary's scenario, the full one the reference's whole sweep
+SCENARIO = "boundary-after-claim" if QUICK else "reference-sweep"
 
 
 def _settings(jobs: int) -> CampaignSettings:

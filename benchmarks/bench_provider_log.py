@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 import requests
+from _quick import pick
 
 from fake_providers import ProviderProcess
 
@@ -71,8 +72,8 @@ def one_round(provider: ProviderProcess, messages: int, threads: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--messages", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=pick(5, 1))
+    parser.add_argument("--messages", type=int, default=pick(400, 40))
     parser.add_argument("--threads", type=int, default=4)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-provider-log-") as tmp:

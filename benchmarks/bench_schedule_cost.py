@@ -21,6 +21,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from _quick import pick
+
 from harness import scenario as scenario_mod
 from harness.campaign import Campaign, CampaignSettings
 from harness.explore import explore
@@ -103,8 +105,8 @@ def _bare_fork_kill_reap(n: int = 60) -> tuple[float, float]:
 
 
 def main() -> int:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    budget = int(sys.argv[2]) if len(sys.argv) > 2 else 60
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else pick(3, 1)
+    budget = int(sys.argv[2]) if len(sys.argv) > 2 else pick(60, 6)
     results = [_one_round(budget, 200 + r) for r in range(rounds)]
     bare_cpu, bare_wall = _bare_fork_kill_reap()
     cores = os.cpu_count() or 1
