@@ -67,9 +67,10 @@ def expectation(scenario: Any, *, drawn: bool = False) -> Any:
     return Expectation(hold=tuple(scenario.hold), violation=scenario.violation, drawn=drawn)
 
 
-def finish_report(scenario: Any, result: Any, mode: str, report_dir: Path) -> tuple[Any, Any]:
-    """Judge the report a run writes (one rule for every route), then write it with its
-    outcome: returns ``(outcome, paths)``."""
+def judge_report(scenario: Any, result: Any, mode: str) -> tuple[Any, dict[str, Any]]:
+    """Judge the report a run will write (one rule for every route): ``(outcome, data)``,
+    the report JSON carrying its outcome. The verdict is printed before any format is
+    rendered, so it never waits on the HTML."""
     from harness import report
     from harness.outcome import judge
 
@@ -84,7 +85,7 @@ def finish_report(scenario: Any, result: Any, mode: str, report_dir: Path) -> tu
     outcome = judge(data, expectation(scenario, drawn=mode == "explore"))
     data["scenario"]["outcome"] = outcome.message
     result.extra["scenario"]["outcome"] = outcome.message
-    return outcome, report.write_all(data, report_dir)
+    return outcome, data
 
 
 def _execute(
@@ -180,9 +181,10 @@ def _execute(
     except KeyboardInterrupt:
         click.echo("interrupted; every worker and provider was stopped", err=True)
         sys.exit(130)
+    from harness import report
     from harness.cli import echo_gaps
 
-    outcome, paths = finish_report(scenario, result, mode, report_dir)
+    outcome, data = judge_report(scenario, result, mode)
     if "sweep" in result.extra:
         cov = result.extra["sweep"]
         where = f" of shard {shard}" if shard is not None else ""
@@ -198,6 +200,7 @@ def _execute(
     if result.workdir is not None:
         click.echo(f"work dir kept: {result.workdir}")
     click.echo(outcome.message)
+    paths = report.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
     sys.exit(outcome.status)
 
@@ -334,6 +337,7 @@ def explore_cmd(
     """Let Hypothesis search fault schedules against real processes and shrink any failure."""
     import time
 
+    from harness import report
     from harness import scenario as scenario_mod
     from harness.campaign import Campaign, CampaignResult, finish_campaign
     from harness.explore import coverage as explore_coverage
@@ -393,7 +397,7 @@ def explore_cmd(
         ],
         **reach,
     }
-    outcome, _ = finish_report(scenario, result, "explore", report_dir)
+    outcome, data = judge_report(scenario, result, "explore")
     click.echo(f"{runs} schedules in {elapsed:.1f}s ({rate:.1f}/s)")
     if reach["boundaries_unreached"]:
         click.echo("never reached: " + ", ".join(reach["boundaries_unreached"]))
@@ -410,6 +414,8 @@ def explore_cmd(
     elif not found.flaky:
         click.echo("no failing schedule found")
     click.echo(outcome.message)
+    paths = report.write_all(data, report_dir)
+    click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
     sys.exit(outcome.status)
 
 
