@@ -1,0 +1,78 @@
+"""Whole commands, interpreter start included, against what a user would script by hand.
+
+Measured in this one run, rounds interleaved so drift weighs on both sides alike; medians:
+
+- one crash point of the outbox example (``crash-harness run outbox.toml --case
+  'crash@after_provider_accept#1'``) against ``_handwritten_outbox.py`` (fork, SIGKILL after
+  the first accept, restart, count at a loopback provider) (goal <= 1.0x);
+- the sweep of that worker (``crash-harness sweep outbox.toml``: dry run, baseline and a
+  crash at each of the six hits) against the same by hand (``--sweep``) (goal <= 1.0x);
+- ``crash-harness --version`` and ``--help`` against ``python -c pass`` (goal <= 0.2 s).
+
+Both outbox commands must say what they exist to say (exit 1: the duplicate is found).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _quick import pick
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTBOX = ROOT / "examples" / "outbox"
+BIN = Path(sys.executable).parent
+ROUNDS = pick(5, 1)
+
+
+def _timed(argv: list[str], *, cwd: Path, expect: int, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != expect:
+        raise SystemExit(
+            f"{' '.join(argv)} exited {proc.returncode}, expected {expect}:\n"
+            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
+    return elapsed
+
+
+def main() -> int:
+    env = dict(os.environ, PYTHONPATH=str(OUTBOX))
+    harness = str(BIN / "crash-harness")
+    hand = [sys.executable, str(ROOT / "benchmarks" / "_handwritten_outbox.py")]
+    times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-command-") as tmp:
+        reports = ["--report-dir", tmp]
+        point = ["run", "outbox.toml", "--case", "crash@after_provider_accept#1", *reports]
+        sides = {
+            "point, crash-harness": ([harness, *point], 1),
+            "point, by hand": (hand, 1),
+            "sweep, crash-harness": ([harness, "sweep", "outbox.toml", *reports], 1),
+            "sweep, by hand": ([*hand, "--sweep"], 1),
+            "--version": ([harness, "--version"], 0),
+            "--help": ([harness, "--help"], 0),
+            "python -c pass": ([sys.executable, "-c", "pass"], 0),
+        }
+        for _ in range(ROUNDS):
+            for name, (argv, expect) in sides.items():
+                times.setdefault(name, []).append(_timed(argv, cwd=OUTBOX, expect=expect, env=env))
+    med = {name: statistics.median(values) for name, values in times.items()}
+    print(f"whole commands, interpreter start included: medians of {ROUNDS} round(s)")
+    for name, value in med.items():
+        print(f"  {name:<22} {value:6.3f} s")
+    point_ratio = med["point, crash-harness"] / med["point, by hand"]
+    sweep_ratio = med["sweep, crash-harness"] / med["sweep, by hand"]
+    print(f"ratio one crash point, harness / by hand: {point_ratio:5.2f}x  (goal <= 1.0x)")
+    print(f"ratio sweep of 7 cases, harness / by hand: {sweep_ratio:5.2f}x  (goal <= 1.0x)")
+    print(f"--version {med['--version']:.3f} s, --help {med['--help']:.3f} s  (goal <= 0.2 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
