@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sweep_explore.py
 	$(BIN)/python benchmarks/bench_schedule_cost.py
 	$(BIN)/python benchmarks/bench_jobs.py
+	$(BIN)/python benchmarks/bench_html.py
 
 clean:
 	rm -rf $(VENV) reports/report.json reports/report.md
