@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -31,9 +34,13 @@ from harness.reports import (
     validate,
 )
 from harness.reports._contract import redact
+from harness.reports._svg import timeline_svg
+from harness.reports.html import MAX_DRAWN_CASES
 from harness.trace import TraceEvent
 
+ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "report_failing.json"
+SVG_NS = "{http://www.w3.org/2000/svg}"
 #: a reference to anything outside the page: src/href/url()/@import with a scheme or //host
 EXTERNAL = re.compile(
     r"""(?:\b(?:src|href|xlink:href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//)"""
@@ -188,7 +195,7 @@ def test_html_is_self_contained_with_a_picture_per_failing_case(fixture: dict[st
     # the pictures say what happened: the kill, the restart, duplicate effects
     assert "SIGKILL at after_delivery_enqueue#1" in html
     assert "duplicate effect" in html
-    # unique ids across the inline pictures (matplotlib's hash salt is per case)
+    # unique ids across the page (the pictures have none of their own)
     ids = re.findall(r'\bid="([^"]+)"', html)
     assert len(ids) == len(set(ids))
 
@@ -201,6 +208,140 @@ def test_html_draws_a_case_without_a_recorded_timeline(fixture: dict[str, Any]) 
     html = render_html(data)
     assert html.count("<svg") == 2
     assert "Coarse timeline from the worker records" in html
+
+
+def _as_xml(svg: str) -> ET.Element:
+    """An inline picture read as an XML document: the namespace an HTML parser would supply."""
+    assert svg.startswith("<svg ")
+    assert "xmlns" not in svg
+    assert "<?xml" not in svg
+    return ET.fromstring(svg.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+
+
+def _texts(root: ET.Element) -> list[str]:
+    return ["".join(t.itertext()) for t in root.iter(f"{SVG_NS}text")]
+
+
+def test_picture_is_well_formed_svg_with_text_labels(fixture: dict[str, Any]) -> None:
+    """A picture is one well-formed <svg role="img"> with a size, labels as <text> in a
+    sans-serif, the kill and the duplicate effects named, and no ids of its own."""
+    first, second = _failing(fixture)
+    svg = timeline_svg(first["timeline"], title=first["id"], salt="one")
+    root = _as_xml(svg)
+    assert root.get("role") == "img"
+    width, height = float(root.get("width", 0)), float(root.get("height", 0))
+    assert width > 500
+    assert height > 100
+    assert root.get("viewBox") == f"0 0 {root.get('width')} {root.get('height')}"
+    assert "sans-serif" in root.get("font-family", "")
+    texts = _texts(root)
+    assert "SIGKILL at after_delivery_enqueue#1" in texts
+    assert "2 duplicate effect(s)" in texts
+    assert {"w1", "w2", "harness", "provider", "ledger"} <= set(texts)  # the lane names
+    assert {"start", "restart", "completed (exit 0)", "clock_jump"} <= set(texts)
+    assert "ms since the case started" in texts
+    assert "duplicate effect (2nd+ for one identity)" in texts  # the legend
+    assert "ledger: enqueued" in texts
+    assert "ledger: review" not in texts  # only kinds the case has
+    assert first["id"] in texts  # the title
+    assert ' id="' not in svg
+    assert "SIGKILL at before_retry#1" in _texts(
+        _as_xml(timeline_svg(second["timeline"], title=second["id"]))
+    )
+
+
+def test_picture_of_a_long_case_counts_seconds_and_keeps_labels_inside() -> None:
+    """Past 2 s the axis is in seconds; a label near the right edge ends at its mark."""
+    events = [
+        {"t": 0.0, "lane": "w1", "kind": "spawn", "label": "w1 started", "detail": {}},
+        {"t": 4.99, "lane": "w1", "kind": "crash", "label": "SIGKILL at b#1", "detail": {}},
+        {"t": 5.0, "lane": "w1", "kind": "exit", "label": "x", "detail": {}},
+    ]
+    root = _as_xml(timeline_svg(events))
+    assert "s since the case started" in _texts(root)
+    kill = next(t for t in root.iter(f"{SVG_NS}text") if t.text == "SIGKILL at b#1")
+    assert kill.get("text-anchor") == "end"
+    assert float(kill.get("x", 0)) <= float(root.get("width", 0))
+
+
+def test_picture_escapes_what_comes_from_the_report() -> None:
+    """Labels, lane names and titles from the JSON are escaped (and stay well-formed XML)."""
+    nasty = "<script>alert('&')</script>\x00"
+    events = [
+        {"t": 0.0, "lane": nasty, "kind": "spawn", "label": "s", "detail": {}},
+        {"t": 0.01, "lane": nasty, "kind": "pause", "label": nasty, "detail": {}},
+        {"t": 0.02, "lane": "provider", "kind": "effect", "label": nasty, "detail": {}},
+    ]
+    svg = timeline_svg(events, title=nasty)
+    assert "<script" not in svg
+    root = _as_xml(svg)
+    assert any(t.startswith("<script>alert('&')</script>") for t in _texts(root))
+
+
+def _many_failing(report: dict[str, Any], total: int) -> dict[str, Any]:
+    """The report with its failing cases copied, each under its own id and replay command,
+    until ``total`` cases fail (as benchmarks/bench_html.py builds it)."""
+    data = copy.deepcopy(report)
+    failing = _failing(data)
+    n = 0
+    while len(_failing(data)) < total:
+        source = failing[n % len(failing)]
+        n += 1
+        case = copy.deepcopy(source)
+        case["id"] = f"{source['id'].rsplit('#', 1)[0]}#{n + 1}"
+        case["replay"] = source["replay"].replace(source["id"], case["id"])
+        data["cases"].append(case)
+    return data
+
+
+def test_html_draws_at_most_max_drawn_cases_and_lists_the_rest(fixture: dict[str, Any]) -> None:
+    """51 failing cases: MAX_DRAWN_CASES drawn in full, the rest listed with their replay
+    commands and anchors (the matrix links to them), the page under 1 MB (its drawing time is
+    benchmarks/bench_html.py's to measure)."""
+    data = _many_failing(fixture, 51)
+    failing = _failing(data)
+    assert len(failing) == 51
+    assert len({c["id"] for c in failing}) == 51
+    html = render_html(data)
+    assert html.count("<svg") == MAX_DRAWN_CASES < 51
+    assert html.count("timeline events (without plain boundary hits)") == MAX_DRAWN_CASES
+    assert f"{MAX_DRAWN_CASES} of these 51 cases are drawn in full" in html
+    assert f"Listed without pictures ({51 - MAX_DRAWN_CASES})" in html
+    listed = html[html.index("Listed without pictures") :]
+    assert "<svg" not in listed
+    for case in failing[MAX_DRAWN_CASES:]:
+        assert case["replay"].replace("'", "&#x27;") in listed
+        anchor = "case-" + re.sub(r"[^a-z0-9]+", "-", case["id"].lower()).strip("-")
+        assert f'<tr id="{anchor}">' in listed
+        assert f'href="#{anchor}"' in html
+    assert "exactly_once_effect" in listed
+    assert len(html.encode()) <= 1_000_000
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))
+
+
+def test_html_draws_without_matplotlib() -> None:
+    """The report's pictures need no plotting library: rendered with matplotlib (and numpy,
+    PIL) made unimportable, the page still has both pictures, the same as in this process."""
+    script = (
+        "import sys, json\n"
+        "for name in ('matplotlib', 'numpy', 'PIL'):\n"
+        "    sys.modules[name] = None  # import raises ImportError\n"
+        "from harness.reports import render_html\n"
+        f"data = json.load(open({str(FIXTURE)!r}))\n"
+        "sys.stdout.write(render_html(data))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("<svg") == 2
+    assert proc.stdout == render_html(json.loads(FIXTURE.read_text()))
 
 
 def test_partial_report_says_so_in_every_format(fixture: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 - ``_contract``: build, summarise, validate and read the JSON; write files atomically;
 - ``_timeline``: per-case timeline events (``build_timeline``) from trace, effects, ledger;
 - ``markdown``, ``junit``, ``html``: one renderer each, every one a function of the JSON only;
-- ``_svg``: the timeline picture (matplotlib, imported only when a picture is drawn);
+- ``_svg``: the timeline picture, a hand-written inline SVG (no plotting library);
 - ``_live``: the report a running ``certify`` rewrites after every case, and ``--resume``.
 
 ``harness.report`` re-exports the public names for older imports.

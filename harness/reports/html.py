@@ -1,9 +1,12 @@
 """One self-contained HTML page: the verdict, the matrix as a coloured grid, and for every
 case that did not pass a timeline picture, its evidence and the command that replays it.
 
-No network: the CSS is inline, there is no script, fonts are the reader's own (the pictures
-carry their glyphs as paths). Pictures are drawn by ``_svg.timeline_svg`` (matplotlib, only
-imported when there is a case to draw).
+No network: the CSS is inline, there is no script, fonts are the reader's own (the pictures'
+labels are SVG text in the page's sans-serif). Pictures are drawn by ``_svg.timeline_svg``, a
+small hand-written SVG generator (no plotting library). Only the first ``MAX_DRAWN_CASES``
+cases that did not pass are drawn in full; the rest are listed in a compact table (id,
+verdict, failing invariants, replay command), so a campaign with many failures still gives a
+page a browser opens quickly.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from html import escape
 from typing import Any
 
@@ -78,9 +81,14 @@ section.case ul { margin: 6px 0 10px; padding-left: 20px; }
 figure { margin: 10px 0; overflow-x: auto; }
 figure svg { max-width: 100%; height: auto; }
 figcaption { color: var(--muted); font-size: 12.5px; }
+table.listed td:first-child code { white-space: nowrap; }
+table.listed td:last-child code { overflow-wrap: anywhere; }
 details summary { cursor: pointer; color: #1565c0; }
 footer { color: var(--muted); margin: 40px 0 10px; font-size: 12px; }
 """
+
+#: cases that did not pass drawn in full (picture, evidence, events); the rest are listed
+MAX_DRAWN_CASES = 20
 
 _LETTER = {"pass": "✓", "fail": "✗", "unknown": "?", "gap": "∅", "flaky": "~"}
 
@@ -124,8 +132,18 @@ def render_html(
             "✕ refused or failed; a red ring is a duplicate effect) and the ledger's audit "
             "trail.</p>"
         )
-    for case in bad:
+    drawn, listed = bad[:MAX_DRAWN_CASES], bad[MAX_DRAWN_CASES:]
+    if listed:
+        parts.append(
+            f"<p><b>{len(drawn)} of these {len(bad)} cases are drawn in full</b> below (at most "
+            f"{MAX_DRAWN_CASES} a page); the other {len(listed)} are listed after them with "
+            "their failing invariants and replay commands, without pictures. report.json has "
+            "every case's evidence and timeline.</p>"
+        )
+    for case in drawn:
         parts.append(_case(report, case, svg_cache))
+    if listed:
+        parts.append(_listed(listed))
     parts.append(_determinism(report))
     if report.get("replay"):
         parts.append(
@@ -331,6 +349,28 @@ def _case(
     out.append(f"<p>Replay:</p><pre><code>{escape(case['replay'])}</code></pre>")
     out.append("</section>")
     return "\n".join(out)
+
+
+def _listed(cases: Sequence[Mapping[str, Any]]) -> str:
+    """The cases past ``MAX_DRAWN_CASES``: one row each, anchored so the matrix links land."""
+    rows = []
+    for case in cases:
+        verdict = case["verdict"]
+        failing = ", ".join(
+            escape(name) + ("" if inv["status"] == "fail" else f" ({escape(inv['status'])})")
+            for name, inv in case["invariants"].items()
+            if inv["status"] != "pass"
+        )
+        rows.append(
+            f'<tr id="{_anchor(case["id"])}"><td><code>{escape(case["id"])}</code></td>'
+            f'<td><span class="badge {verdict}">{escape(verdict)}</span></td>'
+            f"<td>{failing or '-'}</td><td><code>{escape(case['replay'])}</code></td></tr>"
+        )
+    return (
+        f"<h2>Listed without pictures ({len(cases)})</h2>"
+        '<table class="listed"><tr><th>case</th><th>verdict</th><th>failing invariants</th>'
+        f"<th>replay</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def _workers(case: Mapping[str, Any]) -> str:
