@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -48,17 +48,36 @@ CLOCK_JUMP_SIZES: tuple[str | None, ...] = (None, "inwindow", "4d")
 SLOW_REPLY_SIZES: tuple[str, ...] = ("0.3s", "1.5s")
 
 
-def step_strategy(boundaries: tuple[str, ...]) -> st.SearchStrategy[Step]:
+def step_strategy(
+    boundaries: tuple[str, ...], reach: Mapping[str, int] | None = None
+) -> st.SearchStrategy[Step]:
     """One fault step; listed simplest first, which is the direction Hypothesis shrinks to.
 
     Faults with a size draw it too (``clock_jump@B#1:4d``, ``provider_slow:1.5s``), and a
     slow reply drawn with ``concurrent_claim`` in one schedule races a rival against it.
+
+    ``reach`` is the dry run's hits per boundary: steps are drawn only where a worker gets
+    to (a crash at the third hit of a boundary reached once never lands, and a schedule that
+    does not land tests nothing), and a race only where there are two items to claim.
     """
+    if reach:
+        boundaries = tuple(b for b in boundaries if reach.get(b, 0) > 0) or boundaries
+
+    def hits(most: int) -> Callable[[str], st.SearchStrategy[int]]:
+        return lambda b: st.integers(1, max(1, min(most, reach.get(b, most) if reach else most)))
+
     points = tuple(b for b in _PAUSE_POINTS if b in boundaries) or boundaries
-    crash = st.builds(
-        lambda b, h: Step("crash", b, h), st.sampled_from(boundaries), st.integers(1, 3)
+    crash = st.sampled_from(boundaries).flatmap(
+        lambda b: hits(3)(b).map(lambda h: Step("crash", b, h))
     )
-    return st.one_of(
+    roster = st.sampled_from(boundaries).flatmap(
+        lambda b: st.builds(
+            lambda h, a: Step("roster_change", b, h, a),
+            hits(2)(b),
+            st.sampled_from(ROSTER_VARIANTS),  # the default first: shrinks towards it
+        )
+    )
+    steps = [
         crash,
         st.builds(lambda b: Step("pause_past_lease", b, 1), st.sampled_from(points)),
         st.builds(
@@ -66,20 +85,21 @@ def step_strategy(boundaries: tuple[str, ...]) -> st.SearchStrategy[Step]:
             st.sampled_from(points),
             st.sampled_from(CLOCK_JUMP_SIZES),
         ),
-        st.builds(
-            lambda b, h, a: Step("roster_change", b, h, a),
-            st.sampled_from(boundaries),
-            st.integers(1, 2),
-            st.sampled_from(ROSTER_VARIANTS),  # the default first: shrinks towards it
-        ),
+        roster,
         st.builds(lambda b: Step("restore_backup", b, 1), st.sampled_from(points)),
-        st.just(Step("concurrent_claim")),
-        st.builds(lambda size: Step("provider_slow", arg=size), st.sampled_from(SLOW_REPLY_SIZES)),
+    ]
+    if not reach or reach.get("after_claim", 0) >= 2:
+        steps.append(st.just(Step("concurrent_claim")))
+    steps.append(
+        st.builds(lambda size: Step("provider_slow", arg=size), st.sampled_from(SLOW_REPLY_SIZES))
     )
+    return st.one_of(*steps)
 
 
-def schedule_strategy(boundaries: tuple[str, ...], max_steps: int) -> st.SearchStrategy[CaseSpec]:
-    return st.lists(step_strategy(boundaries), min_size=1, max_size=max_steps).map(
+def schedule_strategy(
+    boundaries: tuple[str, ...], max_steps: int, reach: Mapping[str, int] | None = None
+) -> st.SearchStrategy[CaseSpec]:
+    return st.lists(step_strategy(boundaries, reach), min_size=1, max_size=max_steps).map(
         lambda steps: CaseSpec(steps=tuple(steps))
     )
 
@@ -104,29 +124,48 @@ def explore(
     on_case: Callable[[CaseResult], None] | None = None,
     jobs: int = 1,
 ) -> ExploreResult:
-    """Search ``budget`` schedules; shrink the first failure found to a minimal schedule.
+    """After a dry run, search ``budget`` schedules drawn where that dry run reached; shrink
+    the first failure found to a minimal schedule. ``tried`` holds the dry run first.
 
     ``jobs`` > 1 splits the budget over that many independent searches run side by side.
     """
     jobs = max(1, min(jobs, budget))
+    # The dry run (no fault) says where a worker gets to, so no schedule is drawn where it
+    # cannot land; it is a case like any other, first among those tried.
+    dry = campaign.run(CaseSpec())
+    if on_case is not None:
+        on_case(dry)
+    before = [dry]
+    if dry.verdict is Status.FAIL:  # the empty schedule fails: the smallest there is, if real
+        if _confirmed(campaign, dry, before, on_case=on_case):
+            return ExploreResult(tried=before, minimal=before[-1], failures_seen=len(before))
+        dry = before[-1]  # it passed when run again: flaky, folded in below
+    reach = dry.hits_by_worker.get("w1", {})
     if jobs == 1:
-        return _search(
+        found = _search(
             campaign,
             budget=budget,
             seed=seed,
             database_dir=database_dir,
             max_steps=max_steps,
             on_case=on_case,
+            reach=reach,
         )
-    return _explore_jobs(
-        campaign,
-        budget=budget,
-        seed=seed,
-        database_dir=database_dir,
-        max_steps=max_steps,
-        on_case=on_case,
-        jobs=jobs,
-    )
+    else:
+        found = _explore_jobs(
+            campaign,
+            budget=budget,
+            seed=seed,
+            database_dir=database_dir,
+            max_steps=max_steps,
+            on_case=on_case,
+            jobs=jobs,
+            reach=reach,
+        )
+    found.tried[:0] = before
+    if len(before) > 1:
+        found.flaky += mark_flaky(found.tried, [CaseSpec()])
+    return found
 
 
 def _search(
@@ -138,6 +177,7 @@ def _search(
     max_steps: int,
     on_case: Callable[[CaseResult], None] | None,
     between_cases: Callable[[], None] | None = None,
+    reach: Mapping[str, int] | None = None,
 ) -> ExploreResult:
     """One Hypothesis search of ``budget`` schedules, then the domain shrink of its failure."""
     outcome = ExploreResult()
@@ -166,7 +206,7 @@ def _search(
         report_multiple_bugs=False,
         phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
         suppress_health_check=list(HealthCheck),
-    )(given(schedule_strategy(boundaries, max_steps))(check))
+    )(given(schedule_strategy(boundaries, max_steps, reach))(check))
     test = hypothesis_seed(seed)(test)
     # One example database key per system, so schedules found for one never replay on another.
     digest = hashlib.sha256(campaign.settings.system.name.encode()).digest()
@@ -289,6 +329,7 @@ def _explore_jobs(
     max_steps: int,
     on_case: Callable[[CaseResult], None] | None,
     jobs: int,
+    reach: Mapping[str, int],
 ) -> ExploreResult:
     """Search 1 runs here on ``campaign``; searches 2..jobs run in forked jobs, each with a
     campaign of its own; their results stream back over pipes as each case is judged."""
@@ -325,6 +366,7 @@ def _explore_jobs(
                 seed=_job_seed(seed, job),
                 database_dir=database_dir,
                 max_steps=max_steps,
+                reach=dict(reach),
             )
             pid, read_fd = _jobpipe.start_job(
                 campaign, f"explore-{job + 1}", work, close_in_child=list(pipes)
@@ -339,6 +381,7 @@ def _explore_jobs(
             max_steps=max_steps,
             on_case=seen,
             between_cases=lambda: receive(block=False),
+            reach=reach,
         )
         receive(block=True)
         if errors:
@@ -366,6 +409,7 @@ def _job_search(
     seed: int,
     database_dir: Path | None,
     max_steps: int,
+    reach: Mapping[str, int],
 ) -> None:  # pragma: no cover - runs in a forked job
     """One side-by-side search: stream each case, then the search's own outcome."""
     found = _search(
@@ -375,6 +419,7 @@ def _job_search(
         database_dir=database_dir,
         max_steps=max_steps,
         on_case=lambda r: _jobpipe.send(out_fd, "case", r),
+        reach=reach,
     )
     done = ExploreResult(
         minimal=found.minimal, failures_seen=found.failures_seen, flaky=found.flaky

@@ -150,3 +150,16 @@ def test_each_variant_changes_the_roster_as_documented(
     change, now = _roster(tmp_path, variant)
     assert now == roster
     assert change["new_roster"] == {"t": roster}
+
+
+def test_a_respelling_with_nothing_left_to_respell_did_not_land(tmp_path: Path) -> None:
+    """The default change drops the accented name ``dup_nfd`` would re-spell: the second step
+    changes nothing, so it did not land (a gap), never an error raised mid-case (explore drew
+    this schedule and its search died with a BadInputError)."""
+    case = "roster_change@before_result_commit#1+roster_change@before_result_commit#1:dup_nfd"
+    result = _run("reference", case, tmp_path)
+    assert result.verdict is Status.GAP, result.verdict
+    first, second = result.step_records
+    assert first.landing.value == "landed", first
+    assert second.landing.value == "unconfirmed", second
+    assert "found nothing to change" in second.detail

@@ -64,7 +64,8 @@ def test_explore_finds_nothing_on_the_reference(tmp_path: Path) -> None:
     with Campaign(settings) as campaign:
         found = explore(campaign, budget=15, seed=5, database_dir=None)
     assert found.minimal is None
-    assert len(found.tried) == 15
+    assert len(found.tried) == 16  # the dry run, then the budget
+    assert found.tried[0].spec == CaseSpec()
     bad = [r.spec.id for r in found.tried if r.verdict in (Status.FAIL, Status.UNKNOWN)]
     assert bad == []
     # a drawn schedule whose crash never came (hit 3 of a one-run workload) or whose race had
@@ -89,6 +90,36 @@ def test_explore_with_two_jobs_runs_two_searches_and_still_shrinks(tmp_path: Pat
     assert [s.fault for s in found.minimal.spec.steps] == ["crash", "crash"]
     assert found.minimal.invariants["exactly_once_effect"].status is Status.FAIL
     assert len(found.tried) >= 2
+
+
+def test_explore_draws_only_where_the_dry_run_reached() -> None:
+    """With the dry run's reach, no step is drawn at a boundary never reached or a hit past
+    its count, and no race where there is one item to claim: such schedules cannot land."""
+    from hypothesis import find, given, settings
+
+    from harness.explore import schedule_strategy
+
+    boundaries = resolve("reference").boundaries
+    reach = {"after_claim": 1, "after_ack": 2, "before_retry": 1}
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(schedule_strategy(boundaries, 3, reach))
+    def drawn_within_reach(case: CaseSpec) -> None:
+        for step in case.steps:
+            assert step.fault != "concurrent_claim", case.id
+            if step.boundary is not None:
+                assert step.boundary in reach, case.id
+                assert step.hit is not None
+                assert step.hit <= reach[step.boundary], case.id
+
+    drawn_within_reach()
+    # and the space still holds each reachable kind of step
+    find(schedule_strategy(boundaries, 3, reach), lambda c: str(c.steps[0]) == "crash@after_ack#2")
+    with_race = {**reach, "after_claim": 3}
+    find(
+        schedule_strategy(boundaries, 3, with_race),
+        lambda c: "concurrent_claim" in {x.fault for x in c.steps},
+    )
 
 
 def test_explore_draws_fault_sizes_and_a_slow_reply_beside_a_rival() -> None:

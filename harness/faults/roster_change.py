@@ -129,8 +129,8 @@ def _plan(
     if variant is not None and kind in _RESPELL:
         respell = _RESPELL[kind]
         old = next((d for d in current if respell(d) not in (d, *current)), None)
-        if old is None:
-            raise BadInputError(f"roster_change:{variant}: nothing in {topic} to re-spell")
+        if old is None:  # e.g. an earlier change dropped the only accented name: no change
+            return [], []
         new = respell(old)
         respelled.append({"topic": topic, "from": old, "to": new})
         return ([old] if variant.startswith("respell_") else []), [new]

@@ -4,7 +4,10 @@
 ``fault@boundary#hit``). A violated invariant is a ``<failure>`` whose ``type`` is the
 invariant and whose text carries its evidence as compact JSON; an undecided case is an
 ``<error>`` with the reason; a planned case that a partial report never reached is
-``<skipped>``; a documented boundary no crash landed on is one more failing testcase.
+``<skipped>``; a documented boundary no crash landed on is one more failing testcase. A
+planned step that did not land is a ``coverage_gap`` failure, except in an explore report:
+there the schedules were drawn, not planned, and one that did not land tested nothing, so it
+is ``<skipped>`` (the rule ``harness.outcome`` applies to the exit status).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def render_junit(report: Mapping[str, Any]) -> str:
             name=str(case["id"]),
             time=f"{float(case['duration_s']):.3f}",
         )
-        _fill(tc, case, counts)
+        _fill(tc, case, counts, drawn=report.get("explore") is not None)
     done = {c["id"] for c in report["cases"]}
     for case_id in report.get("plan", {}).get("cases", []):
         if case_id in done:
@@ -84,7 +87,7 @@ def render_junit(report: Mapping[str, Any]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int]) -> None:
+def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int], *, drawn: bool) -> None:
     failed = {n: r for n, r in case["invariants"].items() if r["status"] == "fail"}
     unknown = {n: r for n, r in case["invariants"].items() if r["status"] == "unknown"}
     if case["verdict"] == "fail":
@@ -94,19 +97,27 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int]) -> No
         failure = ET.SubElement(tc, "failure", type=",".join(names), message=message)
         failure.text = _evidence_text(failed, unknown, case)
     elif case["verdict"] == "gap":
-        counts["failures"] += 1
         missed = [
             f"{x['step']}: {x['detail']}"
             for x in case.get("landings", [])
             if x.get("landing") in ("not_reached", "unconfirmed")
         ]
-        failure = ET.SubElement(
-            tc,
-            "failure",
-            type="coverage_gap",
-            message="planned step did not land: " + ("; ".join(missed) or "(no detail)"),
-        )
-        failure.text = _evidence_text({}, unknown, case)
+        if drawn:
+            counts["skipped"] += 1
+            ET.SubElement(
+                tc,
+                "skipped",
+                message="drawn schedule did not land: " + ("; ".join(missed) or "(no detail)"),
+            )
+        else:
+            counts["failures"] += 1
+            failure = ET.SubElement(
+                tc,
+                "failure",
+                type="coverage_gap",
+                message="planned step did not land: " + ("; ".join(missed) or "(no detail)"),
+            )
+            failure.text = _evidence_text({}, unknown, case)
     elif case["verdict"] in ("unknown", "flaky"):
         counts["errors"] += 1
         reasons = [f"{n}: {r['summary']}" for n, r in unknown.items()] + list(case["notes"])
