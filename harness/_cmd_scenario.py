@@ -408,7 +408,7 @@ def explore_cmd(
         click.echo(f"flaky schedule: {f.spec.id}  (runs: {said})")
         click.echo(f"replay: {f.replay}")
     if found.minimal is not None:
-        broken = [n for n, r in found.minimal.invariants.items() if r.status is not Status.PASS]
+        broken = [n for n, r in found.minimal.invariants.items() if r.status is Status.FAIL]
         click.echo(f"smallest failing schedule: {found.minimal.spec.id}  ({', '.join(broken)})")
         click.echo(f"replay: {found.minimal.replay}")
     elif not found.flaky:

@@ -188,4 +188,22 @@ def test_outbox_example_fails_in_an_empty_directory(tmp_path: Path) -> None:
     assert "exactly_once_effect: 1 destination(s) received more than one effect" in out
     assert "replay: crash-harness replay " in out
     assert "Traceback" not in out
+    # a plain install runs every command: explore's search library comes with it, and the
+    # report's picture needs no plotting library
+    explore = subprocess.run(
+        [str(venv / "bin" / "crash-harness"), "explore", "outbox.toml", "--budget", "3"],
+        cwd=project,
+        env={**env, "PYTHONPATH": str(project)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = explore.stdout + explore.stderr
+    assert explore.returncode == ExitStatus.VIOLATION, said
+    # it names what broke, not the invariants an adapter-less worker leaves unjudged
+    assert "smallest failing schedule: crash@after_provider_accept#1  (exactly_once_effect" in said
+    assert "internal error" not in said, said
+    for heavy in ("matplotlib", "numpy"):
+        probe = [str(venv / "bin" / "python"), "-c", f"import {heavy}"]
+        assert subprocess.run(probe, capture_output=True, check=False).returncode != 0, heavy
     print(f"fresh venv install took {installed_in:.1f}s")
