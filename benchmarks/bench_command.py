@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _machine import tree_setup
 from _quick import pick
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,17 +41,6 @@ def _timed(argv: list[str], *, cwd: Path, expect: int, env: dict[str, str]) -> f
             f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         )
     return elapsed
-
-
-def _tree_setup() -> str:
-    """How worker trees are found here: a cgroup's start-up cost depends on the mount."""
-    from harness import _tree
-    from harness.supervisor import TREE_MODE_ENV
-
-    if os.environ.get(TREE_MODE_ENV) == "walk" or _tree.cgroup2_base() is None:
-        return "walk over /proc (no cgroup may be created here)"
-    dyn = "on" if _tree.favours_dynamic_moves() else "off"
-    return f"cgroup v2 per worker (favordynmods {dyn})"
 
 
 def main() -> int:
@@ -75,7 +65,7 @@ def main() -> int:
                 times.setdefault(name, []).append(_timed(argv, cwd=OUTBOX, expect=expect, env=env))
     med = {name: statistics.median(values) for name, values in times.items()}
     print(f"whole commands, interpreter start included: medians of {ROUNDS} round(s)")
-    print(f"worker trees: {_tree_setup()}")
+    print(f"worker trees: {tree_setup()}")
     for name, value in med.items():
         print(f"  {name:<22} {value:6.3f} s")
     point_ratio = med["point, crash-harness"] / med["point, by hand"]

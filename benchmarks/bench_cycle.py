@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import requests
+from _machine import tree_setup
 from _quick import pick
 
 from fake_providers import ProviderProcess
@@ -81,17 +82,6 @@ def harness_cycle(sup: Supervisor, db: Path, url: str, secret: str, n: int, trac
     return elapsed
 
 
-def _tree_setup() -> str:
-    """How worker trees are found here: a cgroup's start-up cost depends on the mount."""
-    from harness import _tree
-    from harness.supervisor import TREE_MODE_ENV
-
-    if os.environ.get(TREE_MODE_ENV) == "walk" or _tree.cgroup2_base() is None:
-        return "walk over /proc (no cgroup may be created here)"
-    dyn = "on" if _tree.favours_dynamic_moves() else "off"
-    return f"cgroup v2 per worker (favordynmods {dyn})"
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -114,7 +104,7 @@ def main() -> None:
     b = statistics.median(bare) * 1e3
     h = statistics.median(harnessed) * 1e3
     print(f"cycles per side:             {CYCLES}")
-    print(f"worker trees:                {_tree_setup()}")
+    print(f"worker trees:                {tree_setup()}")
     print(f"bare fork+commit+POST+kill:  median {b:7.2f} ms")
     print(f"harness crash-restart cycle: median {h:7.2f} ms")
     print(f"ratio harness/bare:          {h / b:.2f}  (goal <= 1.3)")

@@ -1,0 +1,16 @@
+"""What about this machine changes a benchmark's figures, printed beside them."""
+
+from __future__ import annotations
+
+import os
+
+
+def tree_setup() -> str:
+    """How worker trees are found here: a cgroup's start-up cost depends on the mount."""
+    from harness import _tree
+    from harness.supervisor import TREE_MODE_ENV
+
+    if os.environ.get(TREE_MODE_ENV) == "walk" or _tree.cgroup2_base() is None:
+        return "walk over /proc (no cgroup may be created here)"
+    dyn = "on" if _tree.favours_dynamic_moves() else "off"
+    return f"cgroup v2 per worker (favordynmods {dyn})"
