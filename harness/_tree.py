@@ -79,18 +79,16 @@ class ProcessTree:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGSTOP)
             stopped |= fresh
-        handles = []
-        # The root last: the supervisor is waiting on it, and once it is reaped the walk can no
-        # longer find its orphans, so every other member must already have SIGKILL pending.
-        for pid in sorted(stopped, key=lambda pid: pid == self.root):
-            with contextlib.suppress(OSError):
-                handles.append(os.pidfd_open(pid))
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        if not me_inside:  # the harness: return once every member has really exited
-            _await_exits(handles, timeout_s=5.0)
-        for fd in handles:
-            os.close(fd)
+        # The root last, once every other member has exited: the supervisor is waiting on the
+        # root, and once it is reaped a walk can no longer find the root's orphans.
+        others = stopped - {self.root}
+        _kill_and_await(others)
+        if self.root in stopped:
+            if me_inside:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.root, signal.SIGKILL)
+            else:
+                _kill_and_await({self.root})
         if me_inside:
             os.kill(me, signal.SIGKILL)
 
@@ -141,6 +139,21 @@ def dying(pid: int) -> bool:
 
 #: task flag: the process is in exit()
 _PF_EXITING = 0x4
+
+
+def _kill_and_await(pids: set[int], timeout_s: float = 5.0) -> None:
+    """SIGKILL ``pids`` and return once each has exited (a zombie counts: it runs no more)."""
+    handles = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            handles.append(os.pidfd_open(pid))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    try:
+        _await_exits(handles, timeout_s=timeout_s)
+    finally:
+        for fd in handles:
+            os.close(fd)
 
 
 def _await_exits(pidfds: list[int], *, timeout_s: float) -> None:

@@ -330,6 +330,8 @@ class Supervisor:
             if not ready:
                 stack_dump = self._dump_and_kill(worker, pidfd)
             _, status = os.waitpid(worker.pid, 0)
+            if worker.tree is not None and worker.tree.cgroup is None:
+                _await_killers(worker, trace_path)
             stragglers = self._end_tree(worker)
             self._live.pop(worker.pid, None)  # reaped; on an interrupt kill_all still owns it
             worker.ended = True
@@ -591,6 +593,30 @@ class Supervisor:
         # a forked job process inherits this object; only the creator removes the directory
         if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():
             _tree.remove_cgroup(self._cgroup_parent)
+
+
+def _await_killers(worker: RunningWorker, trace_path: Path) -> None:
+    """Walk mode: wait for the process that killed the worker from inside to be gone too.
+
+    A worker-scope crash in a member (a work-horse) kills every other member and waits for
+    them, then the root, then itself; the root's death is what ``wait`` sees, and a walk from
+    a reaped root finds nothing. The killer's own pid is on its crash line, so wait on that.
+    """
+    killers = {
+        ev.pid
+        for ev in trace.read(trace_path)
+        if ev.event == "crash" and ev.worker == worker.name and ev.pid != worker.pid
+    }
+    handles = []
+    for pid in killers:
+        with contextlib.suppress(OSError):  # already gone (and reaped): nothing to wait for
+            handles.append(os.pidfd_open(pid))
+    try:
+        for fd in handles:
+            wait_readable([fd], DUMP_GRACE_S)
+    finally:
+        for fd in handles:
+            os.close(fd)
 
 
 def _planned(worker: RunningWorker, crash: trace.TraceEvent) -> bool:

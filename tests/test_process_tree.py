@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -79,6 +82,46 @@ def test_worker_scope_kills_every_process_of_the_worker(tmp_path: Path, tree_mod
     pids = _pids(out)
     assert len(pids) == 2  # the pool child and the first horse
     assert not [p for p in pids if _alive(p)]
+
+
+@pytest.fixture
+def cpu_hog() -> Iterator[None]:
+    """Two busy processes for the test's length: the loaded runner a kill must survive."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def _kill_rounds(tmp_path: Path, rounds: int) -> list[str]:
+    left: list[str] = []
+    for n in range(rounds):
+        out = tmp_path / f"out{n}"
+        out.mkdir()
+        t = tmp_path / f"trace{n}.jsonl"
+        with Supervisor(workdir=tmp_path) as sup:
+            w = sup.start(
+                f"w{n}", partial(_queue_worker, out, 2), trace_path=t, arms=[Arm("in_horse")]
+            )
+            outcome = sup.wait(w, timeout_s=30, trace_path=t)
+            alive = [f.name for f in sorted(out.glob("*.pid")) if _alive(int(f.read_text()))]
+        if outcome.kind is not OutcomeKind.CRASHED_AS_PLANNED or alive:
+            left.append(f"round {n}: {outcome.kind} alive {alive}")
+    return left
+
+
+@pytest.mark.parametrize(
+    "rounds", [pytest.param(20, id="20"), pytest.param(200, id="200", marks=pytest.mark.slow)]
+)
+def test_worker_scope_kill_leaves_nothing_under_load(
+    tmp_path: Path, tree_mode: str, cpu_hog: None, rounds: int
+) -> None:
+    """When ``wait`` returns from a worker-scope crash, no process of the tree can run, on a
+    machine kept busy (a pool child once outlived ``wait`` in walk mode on a loaded CI)."""
+    assert _kill_rounds(tmp_path, rounds) == []
 
 
 def test_process_scope_kills_only_the_process_at_the_boundary(
