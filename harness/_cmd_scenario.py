@@ -37,6 +37,7 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
 
 
 def print_case(case: Any) -> None:
+    from harness import _secrets
     from harness.cli import MARKS
 
     mark = MARKS[case.verdict.value]
@@ -48,7 +49,7 @@ def print_case(case: Any) -> None:
     extra = f"  {', '.join(failed)}" if failed else ""
     click.echo(f"  {mark} {case.spec.id:<46} {case.duration_s:6.2f}s{extra}")
     for note in case.notes:
-        click.echo(f"       note: {note}")
+        click.echo(f"       note: {_secrets.scrub(note)}")
     if case.runs:
         said = ", then ".join(r.verdict.value for r in case.runs)
         click.echo(f"       runs of this schedule: {said} (same seed, same schedule)")

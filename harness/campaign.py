@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
-from harness import _db, _scratch
+from harness import _db, _scratch, _secrets
 from harness import credentials as credentials_mod
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
@@ -279,6 +279,7 @@ class Campaign:
         #: the credentials the provider grants; the first is the worker's default
         self.credentials = credentials_mod.grants(settings.credentials, self.workload.roster)
         self.secret = self.credentials[0].secret
+        _secrets.hand_out(*(c.secret for c in self.credentials))
         self._stack = contextlib.ExitStack()
         self.provider: ProviderProcess | None = None
         self.supervisor: Supervisor | None = None
@@ -301,6 +302,7 @@ class Campaign:
                     options=self.settings.provider_options,
                 )
             )
+            _secrets.hand_out(self.provider.admin_token)
             self._speak_preset(preset, self.provider)
             self.supervisor = self._stack.enter_context(Supervisor(workdir=self.workdir))
         except BaseException:

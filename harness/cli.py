@@ -200,7 +200,7 @@ def certify(
 
     from click.core import ParameterSource
 
-    from harness import _db, _scratch, systems
+    from harness import _db, _scratch, _secrets, systems
     from harness.campaign import (
         CampaignSettings,
         CaseResult,
@@ -285,7 +285,7 @@ def certify(
             extra = f"  {', '.join(failed)}" if failed else ""
             click.echo(f"  {mark} {case.spec.id:<38} {case.duration_s:6.2f}s{extra}")
             for note in case.notes:
-                click.echo(f"       note: {note}")
+                click.echo(f"       note: {_secrets.scrub(note)}")
             if case.verdict is not Status.PASS:
                 for w in case.workers:
                     if w.stack_dump or (w.outcome_is_anomaly and w.stderr_tail):

@@ -39,7 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness import _boundary, _tree, trace
+from harness import _boundary, _secrets, _tree, trace
 from harness._boundary import Arm
 from harness._tree import ProcessTree
 from harness.errors import SupervisorError
@@ -504,7 +504,15 @@ class Supervisor:
         ended: float,
         stack_dump: str | None,
     ) -> WorkerOutcome:
-        stderr_tail = _read_text(worker.stderr_path)[-STDERR_TAIL_CHARS:]
+        # a worker may print its environment (the provider credential is in it): keep neither
+        # the secret in its stderr file (a kept work dir) nor in what the reports quote
+        raw = _read_text(worker.stderr_path)
+        stderr = _secrets.scrub(raw)
+        if stderr != raw:
+            with contextlib.suppress(OSError):
+                worker.stderr_path.write_text(stderr)
+        stderr_tail = stderr[-STDERR_TAIL_CHARS:]
+        stack_dump = None if stack_dump is None else _secrets.scrub(stack_dump)
         common: dict[str, Any] = {
             "worker": worker.name,
             "pid": worker.pid,

@@ -150,3 +150,27 @@ SLOW_START = System(
     prepare=_REF.prepare,
     read_ledger=_REF.read_ledger,
 )
+
+
+#: env var: a file where PRINTS_ENV writes the provider secret it was given (for the test)
+SECRET_FILE_ENV = "CH_TEST_SECRET_FILE"
+
+
+def _prints_env(config: WorkerConfig) -> None:
+    """A careless worker: dumps its whole environment (the provider credential with it) to
+    stderr, then dies. The harness must keep that stderr without the secret."""
+    import sys
+
+    Path(os.environ[SECRET_FILE_ENV]).write_text(config.credential_secret)
+    for key, value in sorted(os.environ.items()):
+        print(f"{key}={value}", file=sys.stderr)
+    raise RuntimeError(f"giving up; my credential was {config.credential_secret}")
+
+
+PRINTS_ENV = System(
+    name="tests._systems:PRINTS_ENV",
+    description="prints its environment, secret included, and dies",
+    main=_prints_env,
+    prepare=_REF.prepare,
+    read_ledger=_REF.read_ledger,
+)

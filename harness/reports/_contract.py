@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import __version__
+from harness import __version__, _secrets
 from harness.errors import BadInputError
 from harness.names import BOUNDARIES
 
@@ -319,8 +319,10 @@ def _hide_password(url: str) -> str:
 
 
 def redact(value: Any) -> Any:
-    """Hide every ``scheme://user:password@`` password in every string of a report."""
+    """Hide every ``scheme://user:password@`` password, and every secret the harness handed
+    out (``harness._secrets``), in every string of a report."""
     if isinstance(value, str):
+        value = _secrets.scrub(value)
         return _URL_PASSWORD.sub(r"\g<head>***\g<at>", value) if "://" in value else value
     if isinstance(value, dict):
         return {k: redact(v) for k, v in value.items()}

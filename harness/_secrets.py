@@ -1,0 +1,42 @@
+"""Every secret the harness hands out, so none of it reaches a report or the terminal.
+
+A worker's stderr goes into reports, and a worker may print its whole environment (the
+provider credential is in it) or a provider's reply. So the harness remembers each secret it
+creates or passes on (provider credentials, the provider's admin token) and ``scrub`` takes
+them out of any text it stores or prints. Per process: a forked job registers its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: what a secret becomes in anything the harness writes
+MASK = "***"
+#: shorter strings are no secret of ours, and masking them would garble ordinary text
+_MIN_LEN = 8
+
+_handed_out: set[str] = set()
+
+
+def hand_out(*secrets: str) -> None:
+    """Remember ``secrets`` as given to a worker or a provider."""
+    _handed_out.update(s for s in secrets if len(s) >= _MIN_LEN)
+
+
+def scrub(text: str) -> str:
+    """``text`` with every secret handed out in this process replaced by ``MASK``."""
+    for secret in sorted(_handed_out, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def scrub_all(value: Any) -> Any:
+    """``scrub`` applied to every string in a JSON-like value."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: scrub_all(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_all(v) for v in value]
+    return value
