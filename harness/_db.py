@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from harness import _owner
 from harness.errors import BadInputError, DatabaseUnreachableError
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -229,9 +230,43 @@ def new_target(base_url: str | None, *, workdir: Path, case_slug: str) -> Databa
     try:
         with engine.begin() as conn:
             conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+            _tag_schema(conn, schema)
     finally:
         engine.dispose()
     return DatabaseTarget(url=base_url, schema=schema)
+
+
+def _tag_schema(conn: Connection, schema: str) -> None:
+    """Say who made ``schema`` (``harness._owner``): proof it is ours, and whether its maker
+    still runs, for the sweep after a harness killed mid-case."""
+    tag = _owner.me().tag().replace("'", "")
+    conn.execute(text(f"COMMENT ON SCHEMA \"{schema}\" IS '{tag}'"))
+
+
+def sweep_stale_schemas(url: str) -> list[str]:
+    """Drop the case and snapshot schemas whose maker is provably gone (a harness killed
+    before it could drop them); a schema without our tag, or of a live run, stays."""
+    engine = open_engine(url)
+    dropped: list[str] = []
+    try:
+        with engine.begin() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT n.nspname, d.description FROM pg_namespace n"
+                    " JOIN pg_description d ON d.objoid = n.oid"
+                    " AND d.classoid = 'pg_namespace'::regclass"
+                    " WHERE n.nspname LIKE 'ch\\_%' AND d.description LIKE :prefix"
+                ),
+                {"prefix": f"{_owner.PREFIX} %"},
+            ).all()
+            for name, description in rows:
+                owner = _owner.parse(description)
+                if owner is not None and _owner.is_gone(owner):
+                    conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+                    dropped.append(name)
+    finally:
+        engine.dispose()
+    return dropped
 
 
 def drop_target(target: DatabaseTarget) -> None:
@@ -306,6 +341,7 @@ def snapshot(target: DatabaseTarget, name: str) -> str:
     try:
         with engine.begin() as conn:
             conn.execute(text(f'CREATE SCHEMA "{snap_schema}"'))
+            _tag_schema(conn, snap_schema)
             for table in _tables(conn, target.schema):
                 conn.execute(
                     text(

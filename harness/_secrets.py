@@ -40,3 +40,19 @@ def scrub_all(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [scrub_all(v) for v in value]
     return value
+
+
+def hand_out_url(url: str) -> None:
+    """Remember the passwords in a database URL, in every form SQLAlchemy accepts: the
+    ``user:password@`` part and any ``?password=`` (``sslpassword``...) query value."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception:  # not a URL SQLAlchemy reads: the caller refuses it
+        return
+    if parsed.password:
+        hand_out(str(parsed.password))
+    for key, value in parsed.query.items():
+        if key.lower().endswith(("password", "secret", "token")):
+            hand_out(*([value] if isinstance(value, str) else value))

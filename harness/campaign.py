@@ -252,7 +252,8 @@ def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:
     ]
     parts = [*parts, "--seed", str(settings.seed), "--case", case.id]
     if settings.db_url is not None:
-        parts += ["--db", make_url(settings.db_url).render_as_string(hide_password=True)]
+        url = make_url(settings.db_url).render_as_string(hide_password=True)
+        parts += ["--db", _secrets.scrub(url)]  # a ?password= too
     return shlex.join(parts)
 
 
@@ -270,6 +271,8 @@ class Campaign:
         #: provider is up (parallel jobs start from these, with providers of their own)
         self.given_settings = settings
         self.settings = settings
+        if settings.db_url is not None:
+            _secrets.hand_out_url(settings.db_url)
         if settings.db_url is not None and settings.db_url.startswith("postgresql"):
             _db.check_reachable(settings.db_url)
         self.workload = workload_for(settings)
@@ -287,6 +290,10 @@ class Campaign:
         self.provider_advances: list[tuple[float, float]] = []
 
     def __enter__(self) -> Campaign:
+        # what runs killed before they could clean up left behind (work dirs, case schemas)
+        _scratch.sweep_stale()
+        if self.settings.db_url is not None and self.settings.db_url.startswith("postgresql"):
+            _db.sweep_stale_schemas(self.settings.db_url)
         try:
             preset = self.settings.provider_preset
             if self.settings.provider_window_s is not None and not adapters.takes_window(preset):
@@ -382,6 +389,8 @@ def finish_campaign(result: CampaignResult, campaign: Campaign) -> CampaignResul
     if campaign.made_workdir and all_passed and not campaign.settings.keep_workdir:
         shutil.rmtree(campaign.workdir, ignore_errors=True)
         result.workdir = None
+    elif campaign.made_workdir and result.workdir is not None:
+        _scratch.keep(result.workdir)  # on purpose: never swept as a killed run's leftovers
     return result
 
 

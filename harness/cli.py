@@ -24,6 +24,11 @@ from harness.names import BOUNDARIES
 #: ``--help`` then import none of them): name -> (module, attribute, the help listing's line,
 #: as click shortens it for an 80-column listing)
 LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "clean": (
+        "harness._cmd_clean",
+        "clean_cmd",
+        "Remove work dirs, cgroups and case schemas of runs that are...",
+    ),
     "explore": (
         "harness._cmd_scenario",
         "explore_cmd",
@@ -332,6 +337,7 @@ def certify(
         click.echo("never reached: " + ", ".join(summary["boundaries_uncovered"]))
     echo_gaps(outcome.gaps)
     if live.workdir is not None:
+        _scratch.keep(live.workdir)
         click.echo(f"work dir kept: {live.workdir}")
     click.echo(f"report: {paths['json']} and {paths['md']}")
     click.echo(f"also: {paths['junit']} (JUnit) and {paths['html']}")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness import _secrets
 from tests._systems import SECRET_FILE_ENV
 
@@ -57,3 +59,32 @@ def test_scrub_masks_each_secret_handed_out_and_nothing_else() -> None:
     text = "key=s3cr3t-value-1234; short stays; s3cr3t-value-12 stays"
     assert _secrets.scrub(text) == "key=***; short stays; s3cr3t-value-12 stays"
     assert _secrets.scrub_all({"a": ["x s3cr3t-value-1234"], "n": 1}) == {"a": ["x ***"], "n": 1}
+
+
+def test_a_password_in_the_db_url_query_is_never_shown(tmp_path: Path) -> None:
+    """``--db ...?password=`` is a password as much as ``user:password@``: masked in every
+    report format, the replay commands and everything printed."""
+    base = os.environ.get("CRASH_HARNESS_PG_URL")
+    if not base:
+        pytest.skip("set CRASH_HARNESS_PG_URL to test PostgreSQL")
+    password = "hunter2-query-password"
+    url = f"{base}{'&' if '?' in base else '?'}password={password}"
+    out = tmp_path / "reports"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "harness", "certify", "--db", url),
+            *("--case", "crash@after_claim#1", "--seed", "1", "--report-dir", str(out)),
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    printed = proc.stdout + proc.stderr
+    assert proc.returncode == 0, printed
+    assert password not in printed
+    leaks = [f.name for f in sorted(out.iterdir()) if password in f.read_text()]
+    assert leaks == [], leaks
+    assert "password=***" in (out / "report.json").read_text()

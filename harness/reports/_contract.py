@@ -312,10 +312,11 @@ def summarise(result: CampaignResult) -> dict[str, Any]:
 def _hide_password(url: str) -> str:
     from sqlalchemy.engine import make_url
 
+    _secrets.hand_out_url(url)  # a ?password= is no less a password
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        return _secrets.scrub(make_url(url).render_as_string(hide_password=True))
     except Exception:
-        return _URL_PASSWORD.sub(r"\g<head>***\g<at>", url)
+        return _secrets.scrub(_URL_PASSWORD.sub(r"\g<head>***\g<at>", url))
 
 
 def redact(value: Any) -> Any:

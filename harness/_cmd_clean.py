@@ -1,0 +1,54 @@
+"""``crash-harness clean``: remove what runs killed before they could clean up left behind.
+
+Every run already does this when it starts; ``clean`` does it on demand, and with ``--kept``
+also removes the work dirs failing runs kept on purpose (their makers gone).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from harness.errors import ExitStatus
+
+
+@click.command("clean")
+@click.option(
+    "--db",
+    "db_url",
+    default=None,
+    help="Also drop the case schemas killed runs left in this PostgreSQL database.",
+)
+@click.option(
+    "--kept", is_flag=True, help="Also remove work dirs kept on purpose by finished runs."
+)
+def clean_cmd(*, db_url: str | None, kept: bool) -> None:
+    """Remove work dirs, cgroups and case schemas of runs that are gone."""
+    from harness import _db, _scratch, _tree
+    from harness.errors import BadInputError
+    from harness.supervisor import CGROUP_PREFIX
+
+    removed = _scratch.sweep_stale(kept_too=kept)
+    for path in removed:
+        click.echo(f"removed work dir {path}")
+    base = _tree.cgroup2_base()
+    groups = _tree.sweep_stale(base, CGROUP_PREFIX) if base is not None else []
+    for group in groups:
+        click.echo(f"removed cgroup {group}")
+    schemas: list[str] = []
+    if db_url is not None:
+        try:
+            url = _db.normalise_url(db_url)
+            if not url.startswith("postgresql"):
+                raise BadInputError("--db: only a PostgreSQL database holds case schemas")
+            _db.check_reachable(url)
+            schemas = _db.sweep_stale_schemas(url)
+        except BadInputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(ExitStatus.BAD_INPUT)
+        for name in schemas:
+            click.echo(f"dropped schema {name}")
+    if not (removed or groups or schemas):
+        click.echo("nothing left behind")
+    sys.exit(ExitStatus.PASSED)

@@ -1,0 +1,201 @@
+"""Nothing a killed harness left behind outlives the next run: its case schemas and work
+dirs are proven ours and its maker gone, then removed (by the next run, or by ``clean``);
+what a live run, another host or a deliberate keep owns is never touched."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from harness import _owner, _scratch
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("CRASH_HARNESS_PG_URL")
+
+
+def _harness(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _schemas_of(pid: int) -> list[str]:
+    assert PG_URL is not None
+    engine = create_engine(PG_URL)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT n.nspname FROM pg_namespace n JOIN pg_description d"
+                    " ON d.objoid = n.oid AND d.classoid = 'pg_namespace'::regclass"
+                    " WHERE d.description LIKE :tag"
+                ),
+                {"tag": f"{_owner.PREFIX} pid={pid} %"},
+            ).all()
+    finally:
+        engine.dispose()
+    return [r[0] for r in rows]
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if marker.encode() in fh.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _still_running(pids: list[int], timeout_s: float) -> list[int]:
+    """Of ``pids``, those that have not exited within ``timeout_s`` (each watched by pidfd)."""
+    left = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone already
+        try:
+            if not select.select([fd], [], [], timeout_s)[0]:
+                left.append(pid)
+        finally:
+            os.close(fd)
+    return left
+
+
+def _dirs_of(scratch: Path, pid: int) -> list[Path]:
+    found = []
+    for path in scratch.glob(f"{_scratch.PREFIX}*"):
+        owner = _owner.parse((path / _scratch.OWNER_FILE).read_text())
+        if owner is not None and owner.pid == pid:
+            found.append(path)
+    return found
+
+
+@pytest.fixture
+def killed_run(tmp_path: Path) -> tuple[int, Path, dict[str, str]]:
+    """A certify run SIGKILLed while its worker runs: (its pid, its scratch root, its env)."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    fifo = tmp_path / "ready.fifo"
+    os.mkfifo(fifo)
+    marker = f"{uuid.uuid4().hex}"
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        CH_TEST_READY_FIFO=str(fifo),
+        CH_TEST_MARKER=marker,
+        **{_scratch.TMPDIR_ENV: str(scratch)},
+    )
+    db = ["--db", PG_URL] if PG_URL else []
+    proc = _harness(
+        *("certify", "--system", "tests._systems:HANGS", "--case", "baseline", *db),
+        *("--seed", "1", "--report-dir", str(tmp_path / "r")),
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            ready, _, _ = select.select([fd], [], [], 60)
+            assert ready, "the worker never started"
+        finally:
+            os.close(fd)
+        started = _processes_with(marker)
+        assert len(started) >= 3, started  # the harness, its provider, the hung worker
+        proc.kill()  # SIGKILL: no clean-up of any kind runs
+        proc.communicate(timeout=60)
+        # what the harness started dies with it (a death signal), long before any sweep
+        assert _still_running(started, 10.0) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _dirs_of(scratch, proc.pid), "the killed run left no work dir to sweep"
+    if PG_URL:
+        assert _schemas_of(proc.pid), "the killed run left no case schema to sweep"
+    return proc.pid, scratch, env
+
+
+def test_the_next_run_sweeps_what_a_killed_run_left(
+    killed_run: tuple[int, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    pid, scratch, env = killed_run
+    db = ["--db", PG_URL] if PG_URL else []
+    nxt = _harness(
+        *("certify", "--case", "baseline", "--seed", "2", *db),
+        *("--report-dir", str(tmp_path / "r2")),
+        env=env,
+        cwd=tmp_path,
+    )
+    out, err = nxt.communicate(timeout=300)
+    assert nxt.returncode == 0, out + err
+    assert _dirs_of(scratch, pid) == []
+    if PG_URL:
+        assert _schemas_of(pid) == []
+
+
+def test_clean_removes_what_a_killed_run_left(
+    killed_run: tuple[int, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    pid, scratch, env = killed_run
+    left = _dirs_of(scratch, pid)
+    schemas = _schemas_of(pid) if PG_URL else []
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "clean", *(["--db", PG_URL] if PG_URL else [])],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for path in left:
+        assert f"removed work dir {path}" in proc.stdout
+    for name in schemas:
+        assert f"dropped schema {name}" in proc.stdout
+    assert _dirs_of(scratch, pid) == []
+    if PG_URL:
+        assert _schemas_of(pid) == []
+
+
+def test_only_a_provably_gone_maker_is_gone() -> None:
+    me = _owner.me()
+    assert not _owner.is_gone(me)
+    assert _owner.parse(me.tag()) == me
+    assert _owner.is_gone(_owner.Owner(me.pid, me.start + 1, me.boot, me.host))  # pid reused
+    assert _owner.is_gone(_owner.Owner(me.pid, me.start, "an-earlier-boot", me.host))
+    assert not _owner.is_gone(_owner.Owner(me.pid, me.start + 1, me.boot, "another-host"))
+    assert _owner.parse("crash-harness owner pid=1") is None
+    assert _owner.parse("somebody else's schema") is None
+
+
+def test_a_kept_work_dir_stays_until_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_scratch.TMPDIR_ENV, str(tmp_path))
+    gone = _owner.me()
+    gone = _owner.Owner(gone.pid, gone.start + 1, gone.boot, gone.host)
+    kept, stale, live = (_scratch.make_workdir() for _ in range(3))
+    for path in (kept, stale):
+        (path / _scratch.OWNER_FILE).write_text(gone.tag())
+    _scratch.keep(kept)
+    assert _scratch.sweep_stale() == [stale]
+    assert kept.exists()
+    assert live.exists()
+    assert _scratch.sweep_stale(kept_too=True) == [kept]
+    assert live.exists()  # its maker (this test) still runs
