@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from harness import _scratch
-from harness.errors import BadInputError, ExitStatus
+from harness.errors import BadInputError, ExitStatus, interruption
 
 if TYPE_CHECKING:
     from harness.campaign import CampaignSettings, CaseSpec
@@ -409,9 +409,10 @@ def mutants(
     except BadInputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
-    except KeyboardInterrupt:
-        click.echo("interrupted; every worker and provider was stopped", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        why, status = interruption(exc)
+        click.echo(f"{why}; every worker and provider was stopped", err=True)
+        sys.exit(status)
     except Exception:
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)

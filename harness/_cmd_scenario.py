@@ -6,11 +6,11 @@ import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from harness.errors import BadInputError, ExitStatus
+from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
 from harness.invariants._model import NOT_JUDGED
 
@@ -89,6 +89,36 @@ def judge_report(scenario: Any, result: Any, mode: str) -> tuple[Any, dict[str, 
     return outcome, data
 
 
+def stop_interrupted(
+    exc: KeyboardInterrupt,
+    *,
+    settings: Any,
+    done: list[Any],
+    workdir: Path | None,
+    report_dir: Path,
+) -> NoReturn:
+    """After Ctrl-C or SIGTERM: say so, write a partial report of the cases that finished,
+    keep the work dir and say where both are; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
+    from harness import _scratch, report
+    from harness.campaign import CampaignResult
+
+    why, status = interruption(exc)
+    click.echo(f"{why}; every worker and provider was stopped", err=True)
+    if settings is not None and done:
+        if settings.cases is None:  # a sweep's plan is what it got to
+            settings.cases = [c.spec for c in done]
+        result = CampaignResult(settings=settings, workdir=workdir)
+        result.cases.extend(done)
+        data = report.to_json(result)
+        data["partial"] = True
+        paths = report.write_all(data, report_dir)
+        click.echo(f"partial report ({len(done)} case(s)): {paths['json']}", err=True)
+    if workdir is not None and workdir.exists():
+        _scratch.keep(workdir)
+        click.echo(f"work dir kept: {workdir}", err=True)
+    sys.exit(status)
+
+
 def _execute(
     scenario_name: str,
     *,
@@ -116,6 +146,14 @@ def _execute(
     from harness.parallel import run_cases
     from harness.parallel import shard as shard_cases
     from harness.sweep import sweep
+
+    settings: Any = None
+    workdir: Path | None = None
+    done: list[Any] = []
+
+    def on_case(case: Any) -> None:
+        done.append(case)
+        print_case(case)
 
     try:
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
@@ -154,6 +192,7 @@ def _execute(
             validate_cases(settings.system, cases)  # every case refused before any runs
             settings.cases = cases
         with Campaign(settings) as campaign:
+            workdir = campaign.workdir
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
             if shard_info is not None:
                 result.extra["shard"] = shard_info
@@ -161,7 +200,7 @@ def _execute(
                 results, coverage = sweep(
                     campaign,
                     depth=depth or scenario.depth,
-                    on_case=print_case,
+                    on_case=on_case,
                     jobs=jobs,
                     shard=None if shard_info is None else (index, count),
                 )
@@ -171,7 +210,7 @@ def _execute(
                     shard_info["plan"] = coverage.plan
                 settings.cases = [r.spec for r in results]  # the report's plan is what ran
             else:
-                result.cases.extend(run_cases(campaign, cases, jobs=jobs, on_case=print_case))
+                result.cases.extend(run_cases(campaign, cases, jobs=jobs, on_case=on_case))
             if determinism:
                 sample = rerun_sample(campaign, result.cases, size=determinism, seed=settings.seed)
                 result.extra["determinism"] = sample
@@ -179,9 +218,8 @@ def _execute(
     except BadInputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
-    except KeyboardInterrupt:
-        click.echo("interrupted; every worker and provider was stopped", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        stop_interrupted(exc, settings=settings, done=done, workdir=workdir, report_dir=report_dir)
     from harness import report
     from harness.cli import echo_gaps
 
@@ -344,6 +382,9 @@ def explore_cmd(
     from harness.explore import coverage as explore_coverage
     from harness.explore import explore
 
+    settings: Any = None
+    workdir: Path | None = None
+    done: list[Any] = []
     try:
         if shard is not None:
             raise BadInputError(
@@ -359,10 +400,12 @@ def explore_cmd(
         started = time.perf_counter()
 
         def progress(case: Any) -> None:
+            done.append(case)
             if case.verdict is not Status.PASS:
                 print_case(case)
 
         with Campaign(settings) as campaign:
+            workdir = campaign.workdir
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
             found = explore(
                 campaign,
@@ -379,9 +422,8 @@ def explore_cmd(
     except BadInputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
-    except KeyboardInterrupt:
-        click.echo("interrupted; every worker and provider was stopped", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        stop_interrupted(exc, settings=settings, done=done, workdir=workdir, report_dir=report_dir)
     elapsed = time.perf_counter() - started
     runs = sum(len(r.runs) or 1 for r in found.tried)
     rate = runs / elapsed if elapsed else 0.0

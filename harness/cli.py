@@ -17,7 +17,7 @@ from types import FrameType
 import click
 
 from harness import __version__
-from harness.errors import BadInputError, ExitStatus
+from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
 #: commands that live in their own modules, imported only when asked for (``--version`` and
@@ -113,7 +113,9 @@ class _LazyGroup(click.Group):
 
 
 def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+    from harness.errors import Terminated
+
+    raise Terminated()
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -312,11 +314,12 @@ def certify(
                 live.workdir.rmdir()  # only if the campaign never got to use it
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
-    except KeyboardInterrupt:
-        click.echo("interrupted; every worker and provider was stopped", err=True)
+    except KeyboardInterrupt as exc:
+        why, status = interruption(exc)
+        click.echo(f"{why}; every worker and provider was stopped", err=True)
         if live is not None:
             _write_partial(live)
-        sys.exit(130)
+        sys.exit(status)
     except Exception:
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)

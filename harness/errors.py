@@ -30,6 +30,23 @@ class HarnessError(Exception):
     """Base of every deliberate crash-harness error."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: stopped like Ctrl-C (workers and providers killed, partial report
+    written), but exiting ``TERMINATED_STATUS`` with a line that says SIGTERM."""
+
+
+#: what a command exits with after Ctrl-C, and after SIGTERM (128 + the signal's number)
+INTERRUPTED_STATUS = 130
+TERMINATED_STATUS = 143
+
+
+def interruption(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """How to say an interruption happened, and the status to exit with."""
+    if isinstance(exc, Terminated):
+        return "terminated by SIGTERM", TERMINATED_STATUS
+    return "interrupted", INTERRUPTED_STATUS
+
+
 class BadInputError(HarnessError):
     """The input (a flag, a scenario, a URL) is wrong; the message says which and why."""
 

@@ -174,3 +174,26 @@ PRINTS_ENV = System(
     prepare=_REF.prepare,
     read_ledger=_REF.read_ledger,
 )
+
+
+#: env var naming a marker file: HANGS_LATER's first incarnation creates it
+HANGS_LATER_MARKER_ENV = "CH_TEST_HANGS_LATER_MARKER"
+
+
+def _hangs_later(config: WorkerConfig) -> None:
+    """The reference for its first incarnation ever; every later one hangs (announcing it on
+    ``CH_TEST_READY_FIFO``): a campaign that finishes a case, then stops in the next."""
+    marker = Path(os.environ[HANGS_LATER_MARKER_ENV])
+    if marker.exists():
+        _hangs(config)
+    marker.touch()
+    _REF.main(config)
+
+
+HANGS_LATER = System(
+    name="tests._systems:HANGS_LATER",
+    description="the reference once, then hangs",
+    main=_hangs_later,
+    prepare=_REF.prepare,
+    read_ledger=_REF.read_ledger,
+)
