@@ -20,7 +20,7 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
     from harness import scenario as scenario_mod
     from harness.campaign import CampaignSettings
 
-    system = scenario.build_system()
+    system = scenario.checked_system()
     chosen = seed if seed is not None else scenario.seed
     if chosen is None:
         chosen = secrets.randbelow(2**31)
@@ -328,14 +328,11 @@ def scenarios_list() -> None:
 def scenarios_check(files: tuple[Path, ...]) -> None:
     """Validate scenario files: syntax, keys, systems, faults and boundaries."""
     from harness import scenario as scenario_mod
-    from harness.campaign import validate_cases
 
     bad = 0
     for path in files:
         try:
-            sc = scenario_mod.load(path)
-            system = sc.build_system()
-            validate_cases(system, list(sc.cases))
+            scenario_mod.load(path).checked_system()
             click.echo(f"ok    {path}")
         except BadInputError as exc:
             bad += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +77,7 @@ def _write(tmp_path: Path, text: str) -> Path:
         ),
         (
             '[scenario]\nsystem = "reference"\n[settle]\nprobe = "true"\ninterval_s = 0\n',
-            r"mine.toml:5: \[settle.interval_s\] expected a number of seconds > 0",
+            r"mine.toml:5: \[settle.interval_s\] expected a number above 0 to 3600 s, found 0",
         ),
         (
             '[scenario]\nsystem = "reference"\nboundaries = ["a"]\n',
@@ -95,14 +96,75 @@ def _write(tmp_path: Path, text: str) -> Path:
             r"mine.toml:4: \[worker.lease_s\] expected int or float, got True",
         ),
         ("[scenario\n", r"mine.toml: not valid TOML"),
+        # numbers the checkers would otherwise be handed (and blame the system for)
+        (
+            '[scenario]\nsystem = "reference"\n[provider]\nwindow_s = nan\n',
+            r"mine.toml:4: \[provider.window_s\] expected a number from 0 to \d+ s, found nan",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[worker]\nretry_backoff_s = [1, 1e308]\n',
+            r"mine.toml:4: \[worker.retry_backoff_s\] expected numbers from 0 to 86400 s,"
+            r" found 1e\+308",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[worker]\nrequest_timeout_s = -1\n',
+            r"mine.toml:4: \[worker.request_timeout_s\] expected a number above 0 to 3600 s",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[worker]\nmax_attempts = 0\n',
+            r"mine.toml:4: \[worker.max_attempts\] expected a number from 1 to 1000, found 0",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\nseed = 99999999999999999999\n',
+            r"mine.toml:3: \[scenario.seed\] expected a number from 0 to 9223372036854775807",
+        ),
+        (
+            '[scenario]\nsystem = "reference"\n[cases]\nmode = "list"\n'
+            'list = ["provider_5xx:99999999999999999999"]\n',
+            None,  # parsed; refused with the file named by checked_system (next test)
+        ),
     ],
 )
 def test_malformed_scenarios_name_file_line_and_key(
-    tmp_path: Path, text: str, expected: str
+    tmp_path: Path, text: str, expected: str | None
 ) -> None:
     """Each kind of mistake is reported with where it is and what was expected."""
+    if expected is None:
+        scenario_mod.load(_write(tmp_path, text))
+        return
     with pytest.raises(BadInputError, match=expected):
         scenario_mod.load(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("provider_5xx:99999999999999999999", r"\[cases.list\] case 'provider_5xx:9+': step"),
+        ("concurrent_claim:100000", r"\[cases.list\] case 'concurrent_claim:100000': step"),
+        ("crash@nowhere#1", r"\[cases.list\] .*nowhere"),
+    ],
+)
+def test_a_listed_case_the_system_cannot_run_names_the_file(
+    tmp_path: Path, case: str, expected: str
+) -> None:
+    """Checked against the system before anything runs, and reported as the file's error."""
+    path = _write(
+        tmp_path, f'[scenario]\nsystem = "reference"\n[cases]\nmode = "list"\nlist = ["{case}"]\n'
+    )
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(path))}:5: {expected}"):
+        scenario_mod.load(path).checked_system()
+
+
+def test_a_file_that_is_not_utf8_or_not_a_file_is_refused(tmp_path: Path) -> None:
+    """Non-UTF-8 bytes name their line; a FIFO is refused without blocking on it."""
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'[scenario]\nsystem = "reference"\ndescription = "caf\xe9"\n')
+    with pytest.raises(BadInputError, match=r"latin1.toml:3: expected UTF-8 text, found byte 0xe9"):
+        scenario_mod.load(path)
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(BadInputError, match=r"pipe.toml: cannot read scenario: not a regular file"):
+        scenario_mod.load(fifo)
 
 
 def test_users_scenarios_folder_never_shadows_builtins(tmp_path: Path) -> None:

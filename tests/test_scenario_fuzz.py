@@ -1,0 +1,132 @@
+"""Mutated scenario files get a one-line error that names the file, or load into values the
+harness can run with: never a traceback, never a value it should have refused.
+
+Hypothesis mutates the built-in scenario files at the text level (a value replaced by a
+hostile one, a line dropped or doubled, a byte that is not UTF-8) and loads each result.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import scenario as scenario_mod
+from harness.errors import BadInputError
+
+BUILTINS = scenario_mod.builtin_paths()
+#: values a careless or hostile file might hold, as TOML source text
+NASTY = (
+    "nan",
+    "-nan",
+    "inf",
+    "-inf",
+    "1e308",
+    "1e999",
+    "-1",
+    "-0.5",
+    "0",
+    "0.0",
+    "1",
+    "2",
+    "7",
+    "99999999999999999999",
+    "-90000",
+    '""',
+    '"x"',
+    '"é"',
+    "[]",
+    "[[1]]",
+    "[1e308]",
+    "[-1]",
+    "[nan]",
+    "[0]",
+    "{}",
+    "{ a = 1 }",
+    "true",
+    "false",
+    "1979-05-27",
+    '"all"',
+    '["all"]',
+    '"exactly_once_effect"',
+    '"crash@after_claim#99"',
+    '["crash@after_claim#1:nan"]',
+    '["provider_5xx:99999999999999999999"]',
+    '["concurrent_claim:100000"]',
+    '["clock_jump@before_retry#1:-3d"]',
+    '["provider_slow:inf"]',
+    '["crash@nowhere#1"]',
+)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
+    path = draw(st.sampled_from(BUILTINS))
+    lines = path.read_text().splitlines()
+    assignments = [i for i, ln in enumerate(lines) if "=" in ln and not ln.lstrip().startswith("#")]
+    how = draw(st.sampled_from(["value", "value", "value", "drop", "double", "byte"]))
+    if how == "value" and assignments:
+        i = draw(st.sampled_from(assignments))
+        key = lines[i].split("=", 1)[0]
+        lines[i] = f"{key}= {draw(st.sampled_from(NASTY))}"
+    elif how == "drop" and lines:
+        del lines[draw(st.integers(0, len(lines) - 1))]
+    elif how == "double" and lines:
+        i = draw(st.integers(0, len(lines) - 1))
+        lines.insert(i, lines[i])
+    data = ("\n".join(lines) + "\n").encode()
+    if how == "byte":
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + b"\xff" + data[at:]
+    return path.name, data
+
+
+def _numbers_in_range(sc: scenario_mod.Scenario) -> list[str]:
+    """What no accepted scenario may hold (the checker would blame the system for it)."""
+    bad: list[str] = []
+    window = sc.provider_window_s
+    if window is not None and not (math.isfinite(window) and window >= 0):
+        bad.append(f"provider window_s {window}")
+    if not (math.isfinite(sc.worker_deadline_s) and sc.worker_deadline_s > 0):
+        bad.append(f"deadline_s {sc.worker_deadline_s}")
+    for key, value in sc.worker_overrides.items():
+        values = value if isinstance(value, tuple) else (value,)
+        for v in values:
+            if isinstance(v, bool):
+                continue
+            if (
+                not math.isfinite(v)
+                or v < 0
+                or (key in ("lease_s", "request_timeout_s", "max_attempts") and v <= 0)
+                or (key.endswith("_s") and v > 366 * 86400)
+            ):
+                bad.append(f"worker {key} {v}")
+    if sc.seed is not None and not 0 <= sc.seed < 2**63:
+        bad.append(f"seed {sc.seed}")
+    return bad
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(mutated())
+def test_a_mutated_scenario_loads_or_is_refused_in_one_line(case: tuple[str, bytes]) -> None:
+    name, data = case
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        try:
+            sc = scenario_mod.load(path)
+            sc.checked_system()  # as `scenarios check` and every command do
+        except BadInputError as exc:
+            message = str(exc)
+            assert message.startswith(str(path)), message
+            assert "\n" not in message.strip(), message
+            return
+        assert _numbers_in_range(sc) == [], data.decode(errors="replace")
