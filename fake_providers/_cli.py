@@ -69,7 +69,13 @@ def list_presets() -> None:
 
 @providers.command(name="serve")
 @click.option("--preset", required=True, type=click.Choice(sorted(PRESETS)), help="which one")
-@click.option("--port", type=int, default=0, show_default=True, help="HTTP port (0: any free)")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="HTTP port (0: any free)",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="a loopback address")
 @click.option(
     "--log",

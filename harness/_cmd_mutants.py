@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from harness import _scratch
+from harness import _cli_values, _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 
 if TYPE_CHECKING:
@@ -327,7 +327,9 @@ def _print_rich(matrix: Matrix) -> bool:
     default=None,
     help="Ledger database URL (default: a fresh SQLite file per case in a temp dir).",
 )
-@click.option("--seed", type=int, default=None, help="Workload seed (default: random, printed).")
+@click.option(
+    "--seed", type=_cli_values.SEED, default=None, help="Workload seed (default: random, printed)."
+)
 @click.option(
     "--only",
     "only",
@@ -355,7 +357,7 @@ def _print_rich(matrix: Matrix) -> bool:
 )
 @click.option(
     "--worker-deadline",
-    type=float,
+    type=_cli_values.WORKER_DEADLINE,
     default=60.0,
     show_default=True,
     help="Seconds one worker may run before it is declared hung.",

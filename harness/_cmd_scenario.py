@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
+from harness import _cli_values
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
 from harness.invariants._model import NOT_JUDGED
@@ -156,6 +157,7 @@ def _execute(
         print_case(case)
 
     try:
+        _cli_values.report_dir(report_dir)
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         mode = mode or scenario.mode
@@ -246,7 +248,9 @@ def _execute(
 
 _common: list[Callable[[Any], Any]] = [
     click.argument("scenario_name", metavar="SCENARIO"),
-    click.option("--seed", type=int, default=None, help="Workload seed (default: the file's)."),
+    click.option(
+        "--seed", type=_cli_values.SEED, default=None, help="Workload seed (default: the file's)."
+    ),
     click.option("--db", "db_url", default=None, help="Ledger database URL (default SQLite)."),
     click.option(
         "--report-dir",
@@ -388,6 +392,7 @@ def explore_cmd(
                 "explore cannot be sharded: give each CI job its own --seed (and --jobs N"
                 " runs N searches side by side)"
             )
+        _cli_values.report_dir(report_dir)
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         click.echo(

@@ -108,14 +108,39 @@ def normalise_url(url: str) -> str:
     """Accept ``postgresql://`` and ``sqlite:///`` as users write them; pick our drivers."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise BadInputError(f"--db: {url!r} is not a database URL ({exc})") from None
+        parsed.port  # noqa: B018 - a port that is no number fails here, not mid-campaign
+    except (ArgumentError, ValueError) as exc:
+        shown = _URL_PASSWORD.sub(r"\g<1>***@", url)
+        raise BadInputError(f"--db: {shown!r} is not a database URL ({exc})") from None
     backend = parsed.get_backend_name()
     if backend == "postgresql":
         return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     if backend == "sqlite":
+        _check_sqlite_path(parsed.database)
         return url
     raise BadInputError(f"--db: unsupported backend {backend!r}; use sqlite:/// or postgresql://")
+
+
+#: ``user:password@`` in a URL SQLAlchemy could not read (the message must not show it)
+_URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+def _check_sqlite_path(database: str | None) -> None:
+    """Each case's ledger is made next to the given file: its folder must be one we may
+    write in, and the path itself a regular file or nothing yet (never ``/dev/null``)."""
+    if not database or database == ":memory:":
+        raise BadInputError(
+            "--db: a sqlite URL needs a file path (sqlite:///path); each worker process must"
+            " open the same file"
+        )
+    path = Path(database)
+    folder = path.parent
+    if not folder.is_dir():
+        raise BadInputError(f"--db: {folder} is not a directory (the ledger files go there)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BadInputError(f"--db: cannot write in {folder} (the ledger files go there)")
+    if path.exists() and not path.is_file():
+        raise BadInputError(f"--db: {path} exists and is not a regular file")
 
 
 def open_engine(url: str, *, schema: str | None = None) -> Engine:

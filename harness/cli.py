@@ -16,7 +16,7 @@ from types import FrameType
 
 import click
 
-from harness import __version__
+from harness import __version__, _cli_values
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -154,7 +154,9 @@ def main() -> None:
     default=None,
     help="Ledger database URL (default: a fresh SQLite file per case in a temp dir).",
 )
-@click.option("--seed", type=int, default=None, help="Workload seed (default: random, printed).")
+@click.option(
+    "--seed", type=_cli_values.SEED, default=None, help="Workload seed (default: random, printed)."
+)
 @click.option(
     "--case",
     "case_ids",
@@ -170,7 +172,7 @@ def main() -> None:
 )
 @click.option(
     "--worker-deadline",
-    type=float,
+    type=_cli_values.WORKER_DEADLINE,
     default=60.0,
     show_default=True,
     help="Seconds one worker may run before it is declared hung.",
@@ -228,6 +230,7 @@ def certify(
     live: LiveReport | None = None
     resumed: ResumePlan | None = None
     try:
+        _cli_values.report_dir(report_dir)
         if resume_path is not None:
             given_system = ctx.get_parameter_source("system_name") is not ParameterSource.DEFAULT
             resumed = plan_resume(

@@ -103,6 +103,8 @@ def import_attr(ref: str, *, where: str, error: type[Exception] = UnknownSystemE
     import sys
 
     module_name, _, attr = ref.partition(":")
+    if not all(part.isidentifier() for part in (*module_name.split("."), attr)):
+        raise error(f"{where}: {ref!r} is not module:attr (expected e.g. mypkg.crash:SYSTEM)")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
@@ -190,3 +191,47 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path) -> None:
     assert db.returncode == 2
     assert "cannot connect to postgresql+psycopg://nobody:***@127.0.0.1:1/none" in db.stderr
     assert "hunter2" not in db.stderr + db.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["certify", "--worker-deadline", "nan"], "'--worker-deadline': expected seconds above 0"),
+        (["certify", "--worker-deadline", "-1"], "'--worker-deadline': expected seconds above 0"),
+        (["certify", "--seed", "-5"], "'--seed': -5 is not in the range"),
+        (["run", "reference-certify", "--seed", "1" + "0" * 20], "'--seed'"),
+        (["certify", "--system", ":x"], "--system: ':x' is not module:attr"),
+        (
+            ["certify", "--db", "sqlite:////nonexistent/x.db"],
+            "--db: /nonexistent is not a directory",
+        ),
+        (["certify", "--db", "sqlite:////dev/null"], "--db: /dev/null exists and is not a regular"),
+        (["certify", "--db", "sqlite://"], "--db: a sqlite URL needs a file path"),
+        (["certify", "--db", "postgresql://u:pw@[::1/test"], "is not a database URL"),
+        (["certify", "--report-dir", "/proc/nope"], "--report-dir: cannot make /proc/nope"),
+        (["run", "reference-certify", "--report-dir", "/proc/nope"], "--report-dir: cannot make"),
+        (["providers", "serve", "--preset", "payments", "--port", "70000"], "'--port': 70000"),
+        (["providers", "serve", "--preset", "payments", "--port", "-1"], "'--port': -1"),
+    ],
+)
+def test_a_bad_value_is_refused_in_one_line_before_anything_runs(
+    args: list[str], said: str, tmp_path: Path
+) -> None:
+    """Exit 2, the option named with what was expected and found; no traceback, no case."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert said in result.output, result.output
+    assert "Traceback" not in result.output
+    assert "pw@" not in result.output  # a password in an unreadable URL is hidden too
+
+
+def test_a_resume_file_that_is_no_report_is_refused(tmp_path: Path) -> None:
+    """Non-UTF-8 bytes and a FIFO as ``--resume``: exit 2, never a traceback or a hang."""
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for path, said in ((bad, "not UTF-8 text"), (fifo, "not a regular file")):
+        result = CliRunner().invoke(main, ["certify", "--resume", str(path)])
+        assert result.exit_code == 2, result.output
+        assert said in result.output

@@ -362,10 +362,14 @@ def validate(report: Any) -> None:
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read and validate a report file; errors name the file and what is wrong with it."""
+    if path.exists() and not path.is_file():  # a FIFO would block the read forever
+        raise ReportError(f"cannot read report {path}: not a regular file")
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ReportError(f"cannot read report {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"{path} is not JSON: not UTF-8 text at byte {exc.start}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

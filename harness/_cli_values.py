@@ -1,0 +1,66 @@
+"""The values a command line may hold, declared once for every command (click types).
+
+Each refuses what the harness would otherwise pass on to run: a NaN deadline, a seed the
+report cannot carry back to ``--seed``, a port no socket has.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+#: a seed every command and scenario file accepts, and a report prints back as it was given
+SEED = click.IntRange(0, 2**63 - 1)
+
+
+if TYPE_CHECKING:  # generic in click's own types; not subscriptable at run time before 8.2
+    _FloatType = click.ParamType[float]
+else:
+    _FloatType = click.ParamType
+
+
+class Seconds(_FloatType):
+    """A finite number of seconds, above ``low`` and at most ``high``."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low = low
+        self.high = high
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"expected a number of seconds, found {value!r}", param, ctx)
+        if not math.isfinite(number) or not self.low < number <= self.high:
+            self.fail(
+                f"expected seconds above {self.low:g} and at most {self.high:g}, found {value!r}",
+                param,
+                ctx,
+            )
+        return number
+
+
+#: how long one worker may run before it is reported hung
+WORKER_DEADLINE = Seconds(0, 86400)
+
+
+def report_dir(path: Path) -> Path:
+    """``--report-dir``, made if missing and writable, checked before any case runs (a run
+    that could not write its report at the end would have run for nothing)."""
+    from harness.errors import BadInputError
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"--report-dir: cannot make {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BadInputError(f"--report-dir: cannot write in {path}")
+    return path
