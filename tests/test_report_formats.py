@@ -476,3 +476,20 @@ def test_build_timeline_takes_the_campaigns_own_records() -> None:
         ("w1", 0.5),
     ]
     assert timeline[2]["detail"] == {"delivery_id": "dlv_1", "run_id": "run-1", "worker": "w1"}
+
+
+def test_no_nan_or_infinity_ever_reaches_report_json() -> None:
+    """JSON has no NaN: a non-finite number anywhere (say in a checker's evidence) is written
+    as a string, so every strict reader can read the file."""
+    from harness.reports import dumps
+
+    text = dumps({"a": float("nan"), "b": [float("inf"), {"c": -float("inf")}], "d": 1.5})
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"bare {token} in report JSON")
+
+    assert json.loads(text, parse_constant=refuse) == {
+        "a": "nan",
+        "b": ["inf", {"c": "-inf"}],
+        "d": 1.5,
+    }

@@ -8,6 +8,7 @@ readers must not require the ones documented as optional in ``reports/README.md`
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -406,4 +407,16 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def dumps(report: Mapping[str, Any]) -> str:
-    return json.dumps(report, indent=2, sort_keys=False) + "\n"
+    """The report as strict JSON: a NaN or an infinity (which JSON has no word for, and most
+    readers refuse) is written as the string ``"nan"``/``"inf"``, never as a bare token."""
+    return json.dumps(_finite(report), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
