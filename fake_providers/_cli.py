@@ -78,6 +78,11 @@ def list_presets() -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="a loopback address")
 @click.option(
+    "--allow-non-loopback",
+    is_flag=True,
+    help="Serve on a --host that is not loopback (a warning names what that exposes).",
+)
+@click.option(
     "--log",
     "log_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -106,6 +111,7 @@ def serve(
     preset: str,
     port: int,
     host: str,
+    allow_non_loopback: bool,
     log_path: Path | None,
     scope: tuple[str, ...],
     assignments: tuple[str, ...],
@@ -148,6 +154,7 @@ def serve(
             admin_token=secrets.admin_token,
             on_ready=announce,
             durable=not no_log,
+            allow_non_loopback=allow_non_loopback,
         )
     except ProviderError as exc:
         click.echo(f"crash-harness providers: {exc}", err=True)

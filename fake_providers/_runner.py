@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from fake_providers._credentials import (
 )
 from fake_providers._effect_log import EffectLog
 from fake_providers._presets import get_preset
-from fake_providers._server import build_server, check_host, server_url
+from fake_providers._server import build_server, check_host, is_loopback, server_url
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,17 @@ def load_secrets(*, default_scope: Sequence[str] = ("*",)) -> Secrets:
         admin_token=admin_token or new_secret(),
         invented_credentials=not raw_credentials,
         invented_admin_token=not admin_token,
+    )
+
+
+def exposure_warning(host: str, ready: Mapping[str, Any]) -> str:
+    """What serving beyond loopback exposes, said once on stderr (never a secret)."""
+    smtp = ready.get("smtp_port")
+    also = f", and SMTP with plaintext AUTH on port {smtp}" if smtp else ""
+    return (
+        f"WARNING: the fake provider is serving on {host} ({ready['url']}{also}), not only on"
+        " loopback: anyone who can reach this host can send through it with a credential,"
+        " read its effect log with the admin token, and the fake does whatever a test asks."
     )
 
 
@@ -99,7 +111,10 @@ def run_provider(
 
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
-            on_ready({"url": server_url(server), "pid": os.getpid(), **extra})
+            ready = {"url": server_url(server), "pid": os.getpid(), **extra}
+            if not is_loopback(host):
+                print(exposure_warning(host, ready), file=sys.stderr, flush=True)
+            on_ready(ready)
             server.serve_forever(poll_interval=0.01)
         finally:
             app.close()

@@ -48,7 +48,8 @@ def check_host(host: str, *, allow_non_loopback: bool = False) -> None:
     raise ProviderError(
         f"refusing to bind the fake provider to {host!r}: it is not a loopback address "
         "(127.0.0.0/8, ::1 or localhost) and the fake accepts whatever tests tell it to. "
-        "Pass allow_non_loopback=True (--allow-non-loopback) if you really mean it."
+        "Pass --allow-non-loopback (crash-harness providers serve) or allow_non_loopback=True"
+        " if you really mean it."
     )
 
 

@@ -108,3 +108,44 @@ def test_list_shows_every_preset_and_its_options() -> None:
         assert f"\n{name}: " in "\n" + result.output
     for flag in ("--window-s", "--strip-metadata", "--dedupe", "--smtp-port"):
         assert flag in result.output
+
+
+def test_a_host_beyond_loopback_is_refused_unless_asked_for() -> None:
+    """Exit 2 naming the flag this very command takes; nothing is bound."""
+    proc = subprocess.run(
+        [*CLI, "serve", "--preset", "payments", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "not a loopback address" in proc.stderr
+    assert "--allow-non-loopback (crash-harness providers serve)" in proc.stderr
+
+
+def test_serving_beyond_loopback_warns_what_it_exposes(tmp_path: Path) -> None:
+    """With --allow-non-loopback: a warning on stderr naming the host, the URL and the
+    plaintext SMTP AUTH port; no secret in it."""
+    argv = [*CLI, "serve", "--preset", "smtp", "--host", "0.0.0.0", "--allow-non-loopback"]
+    argv += ["--log", str(tmp_path / "smtp.sqlite")]
+    with (tmp_path / "stderr.txt").open("wb") as stderr:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr
+        )
+    try:
+        banner = read_until(proc, b"Ctrl-C to stop.")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    warning = (tmp_path / "stderr.txt").read_text()
+    assert "WARNING: the fake provider is serving on 0.0.0.0" in warning
+    assert "SMTP with plaintext AUTH on port" in warning
+    token = re.search(r"X-Admin-Token: (\S+)", banner)
+    assert token is not None, banner
+    assert token.group(1) not in warning
