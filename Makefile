@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: certify test lint bench bench-quick soak clean
+.PHONY: certify test lint bench bench-quick soak fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ test: $(STAMP)
 # takes a seeded slice of both. PostgreSQL too when CRASH_HARNESS_PG_URL is set.
 soak: $(STAMP)
 	$(BIN)/python -m pytest --run-slow -k thousand tests/test_soak.py tests/test_mutants.py
+
+# The bad-input fuzzers at full size: mutated scenario files and command lines, each must
+# load or be refused in one line, never a traceback (CI runs 150 of each).
+fuzz: $(STAMP)
+	CRASH_HARNESS_FUZZ_EXAMPLES=$${CRASH_HARNESS_FUZZ_EXAMPLES:-3000} $(BIN)/python -m pytest -q \
+	  tests/test_scenario_fuzz.py tests/test_cli_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

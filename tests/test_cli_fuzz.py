@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,9 +83,12 @@ def argvs(draw: st.DrawFn) -> list[str]:
     return argv
 
 
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@given(argvs())
-def test_a_mutated_command_line_exits_cleanly(argv: list[str]) -> None:
+#: CI's bounded sample; ``make fuzz`` sets more
+EXAMPLES = int(os.environ.get("CRASH_HARNESS_FUZZ_EXAMPLES", "150"))
+SEEN: Counter[int] = Counter()
+
+
+def _exits_cleanly(argv: list[str]) -> None:
     root = Path(__file__).resolve().parent.parent
     argv = [str(root / a) if a.startswith(("tests/", "scenarios/")) else a for a in argv]
     with tempfile.TemporaryDirectory() as here:
@@ -103,3 +108,18 @@ def test_a_mutated_command_line_exits_cleanly(argv: list[str]) -> None:
     if result.exit_code == 2:
         errors = [ln for ln in out.splitlines() if ln.startswith(("error", "Error"))]
         assert errors, (argv, out[-2000:])
+    SEEN[int(result.exit_code)] += 1
+
+
+_fuzz = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)(given(argvs())(_exits_cleanly))
+
+
+def test_a_mutated_command_line_exits_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    SEEN.clear()
+    _fuzz()
+    by_status = ", ".join(f"exit {k}: {v}" for k, v in sorted(SEEN.items()))
+    with capsys.disabled():
+        print(f"\ncommand-line fuzz: {SEEN.total()} command lines ({by_status}); 0 tracebacks")
+    assert SEEN[2] > 0
