@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,14 +54,19 @@ WORKER_DEADLINE = Seconds(0, 86400)
 
 
 def report_dir(path: Path) -> Path:
-    """``--report-dir``, made if missing and writable, checked before any case runs (a run
-    that could not write its report at the end would have run for nothing)."""
+    """``--report-dir``, checked before any case runs: a folder we may write in, or one we
+    may make (a run that could not write its report at the end would have run for nothing).
+    Nothing is left behind by the check: bad input elsewhere must leave no trace."""
     from harness.errors import BadInputError
 
-    try:
-        path.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_dir():
+        raise BadInputError(f"--report-dir: {path} exists and is not a directory")
+    ancestor = path.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    try:  # try it for real: permission bits do not bind root, and /proc refuses anyway
+        os.rmdir(tempfile.mkdtemp(prefix=".crash-harness-probe-", dir=ancestor))
     except OSError as exc:
-        raise BadInputError(f"--report-dir: cannot make {path}: {exc.strerror}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise BadInputError(f"--report-dir: cannot write in {path}")
+        where = "write in" if ancestor == path.absolute() else f"make {path}: cannot write in"
+        raise BadInputError(f"--report-dir: cannot {where} {ancestor} ({exc.strerror})") from None
     return path
