@@ -510,6 +510,9 @@ def run_case(
             surface=settings.provider_preset,
         )
         events = trace_store.read(ctx.trace_path)
+        # in the order they were started, not the order they happened to end (racers): two
+        # runs of one seed report the same workers in the same order
+        ctx.outcomes.sort(key=lambda o: _spawn_index(o.worker))
         observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)
         observation = replace(
             observation,
@@ -744,6 +747,12 @@ def _verdict(
     if any(o.kind in ANOMALIES for o in outcomes) or undecided:
         return Status.UNKNOWN
     return Status.PASS
+
+
+def _spawn_index(worker: str) -> tuple[int, str]:
+    """``w3`` -> 3: the harness names a case's workers in the order it starts them."""
+    digits = worker[1:]
+    return (int(digits), worker) if worker[:1] == "w" and digits.isdigit() else (1 << 30, worker)
 
 
 def _hits_by_worker(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
