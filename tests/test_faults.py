@@ -97,11 +97,11 @@ def test_pause_past_lease_really_fences_the_late_worker(tmp_path: Path) -> None:
         provider_window_s=0,
         worker_overrides={"max_attempts": 1},
     )
-    names = [w.worker for w in result.workers]
-    assert names == ["w2", "w1"]  # the rival finished first, then the paused worker
+    paused, rival = result.workers  # listed in the order they were started
+    assert (paused.worker, rival.worker) == ("w1", "w2")
+    assert rival.ended_at < paused.ended_at  # the rival finished first, then the paused one
     assert all(w.kind == "completed" for w in result.workers)
     assert result.verdict is Status.PASS
-    assert result.workers[1].ended_at > result.workers[0].ended_at
 
 
 def test_two_roster_changes_in_one_case_build_on_each_other(tmp_path: Path) -> None:
