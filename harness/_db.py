@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from harness import _owner
+from harness import _owner, _secrets
 from harness.errors import BadInputError, DatabaseUnreachableError
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -110,7 +110,7 @@ def normalise_url(url: str) -> str:
         parsed = make_url(url)
         parsed.port  # noqa: B018 - a port that is no number fails here, not mid-campaign
     except (ArgumentError, ValueError) as exc:
-        shown = _URL_PASSWORD.sub(r"\g<1>***@", url)
+        shown = _secrets.hide_url_passwords(url)
         raise BadInputError(f"--db: {shown!r} is not a database URL ({exc})") from None
     backend = parsed.get_backend_name()
     if backend == "postgresql":
@@ -119,10 +119,6 @@ def normalise_url(url: str) -> str:
         _check_sqlite_path(parsed.database)
         return url
     raise BadInputError(f"--db: unsupported backend {backend!r}; use sqlite:/// or postgresql://")
-
-
-#: ``user:password@`` in a URL SQLAlchemy could not read (the message must not show it)
-_URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 
 def _check_sqlite_path(database: str | None) -> None:

@@ -8,6 +8,7 @@ them out of any text it stores or prints. Per process: a forked job registers it
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: what a secret becomes in anything the harness writes
@@ -16,6 +17,15 @@ MASK = "***"
 _MIN_LEN = 8
 
 _handed_out: set[str] = set()
+
+#: the password of ``scheme://user:password@`` anywhere in a text
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?P<at>@)")
+
+
+def hide_url_passwords(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` replaced by ``MASK``
+    (also in a URL SQLAlchemy could not parse)."""
+    return _URL_PASSWORD.sub(rf"\g<head>{MASK}\g<at>", text) if "://" in text else text
 
 
 def hand_out(*secrets: str) -> None:

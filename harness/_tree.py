@@ -178,14 +178,9 @@ def cgroup2_base() -> str | None:
     """A directory under which this process may create cgroups, or None.
 
     The cgroup2 mount plus this process's own cgroup path, if it is writable."""
-    mount = None
+    found = _cgroup2_mount()
+    mount = found[0] if found is not None else None
     try:
-        with open(f"{_PROC}/self/mounts") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 2 and fields[2] == "cgroup2":
-                    mount = fields[1]
-                    break
         with open(f"{_PROC}/self/cgroup") as f:
             own = next((ln.split(":", 2)[2].strip() for ln in f if ln.startswith("0::")), None)
     except OSError:
@@ -203,15 +198,21 @@ def favours_dynamic_moves() -> bool:
     cgroup waits for an RCU grace period whenever none was moved in the last few ms (12-17 ms
     measured on one 2-core machine), which is most of a worker's start-up cost here; with it,
     about 0.3 ms. Benchmarks print it, since it changes their figures."""
+    found = _cgroup2_mount()
+    return found is not None and "favordynmods" in found[1]
+
+
+def _cgroup2_mount() -> tuple[str, list[str]] | None:
+    """Where the cgroup2 hierarchy is mounted, and its mount options; None without one."""
     try:
         with open(f"{_PROC}/self/mounts") as f:
             for line in f:
                 fields = line.split()
                 if len(fields) > 3 and fields[2] == "cgroup2":
-                    return "favordynmods" in fields[3].split(",")
+                    return fields[1], fields[3].split(",")
     except OSError:
         pass
-    return False
+    return None
 
 
 def make_cgroup(parent: str, name: str) -> str | None:

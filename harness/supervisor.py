@@ -330,8 +330,10 @@ class Supervisor:
             if not ready:
                 stack_dump = self._dump_and_kill(worker, pidfd)
             _, status = os.waitpid(worker.pid, 0)
+            # read once, and only when a crash line can matter: a death by signal
+            events = trace.read(trace_path) if os.WIFSIGNALED(status) else []
             if worker.tree is not None and worker.tree.cgroup is None:
-                _await_killers(worker, trace_path)
+                _await_killers(worker, events)
             stragglers = self._end_tree(worker)
             self._live.pop(worker.pid, None)  # reaped; on an interrupt kill_all still owns it
             worker.ended = True
@@ -339,7 +341,7 @@ class Supervisor:
         finally:
             os.close(pidfd)
         ended = time.time()
-        outcome = self._classify(worker, status, trace_path, ended, stack_dump)
+        outcome = self._classify(worker, status, events, ended, stack_dump)
         outcome.stragglers = stragglers
         trace.append(
             trace_path,
@@ -500,7 +502,7 @@ class Supervisor:
         self,
         worker: RunningWorker,
         status: int,
-        trace_path: Path,
+        events: list[trace.TraceEvent],
         ended: float,
         stack_dump: str | None,
     ) -> WorkerOutcome:
@@ -541,7 +543,7 @@ class Supervisor:
         # the crash may have been reached by another process of the worker (a work-horse)
         crashes = [
             ev
-            for ev in trace.read(trace_path)
+            for ev in events
             if ev.event == "crash" and (ev.pid == worker.pid or ev.worker == worker.name)
         ]
         if sig != signal.SIGKILL:  # no planned crash dies any other way, whatever the trace says
@@ -603,7 +605,7 @@ class Supervisor:
             _tree.remove_cgroup(self._cgroup_parent)
 
 
-def _await_killers(worker: RunningWorker, trace_path: Path) -> None:
+def _await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> None:
     """Walk mode: wait for the process that killed the worker from inside to be gone too.
 
     A worker-scope crash in a member (a work-horse) kills every other member and waits for
@@ -612,7 +614,7 @@ def _await_killers(worker: RunningWorker, trace_path: Path) -> None:
     """
     killers = {
         ev.pid
-        for ev in trace.read(trace_path)
+        for ev in events
         if ev.event == "crash" and ev.worker == worker.name and ev.pid != worker.pid
     }
     handles = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -13,21 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._procs import processes_with, wait_ready
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if marker.encode() in fh.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def test_sigint_mid_campaign_leaves_no_process(tmp_path: Path) -> None:
@@ -60,13 +47,8 @@ def test_sigint_mid_campaign_leaves_no_process(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            ready, _, _ = select.select([fd], [], [], 60)
-            assert ready, "the worker never started"
-        finally:
-            os.close(fd)
-        running = _processes_with(marker)
+        wait_ready(fifo, 60)
+        running = processes_with(marker)
         assert len(running) >= 3  # harness, provider, hung worker
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -76,7 +58,7 @@ def test_sigint_mid_campaign_leaves_no_process(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted" in err
-    left = [p for p in _processes_with(marker) if p != os.getpid()]
+    left = [p for p in processes_with(marker) if p != os.getpid()]
     details = {p: Path(f"/proc/{p}/status").read_text()[:300] for p in left}
     assert left == [], f"left behind: {details}"
 
@@ -120,12 +102,7 @@ def test_an_interrupted_run_writes_its_partial_report(
         text=True,
     )
     try:
-        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            ready, _, _ = select.select([fd], [], [], 120)
-            assert ready, "the second case's worker never started"
-        finally:
-            os.close(fd)
+        wait_ready(fifo, 120)
         proc.send_signal(sig)
         stdout, err = proc.communicate(timeout=60)
     finally:

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from harness import _owner, _scratch
+from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("CRASH_HARNESS_PG_URL")
@@ -47,19 +48,6 @@ def _schemas_of(pid: int) -> list[str]:
     finally:
         engine.dispose()
     return [r[0] for r in rows]
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    if marker.encode() in fh.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
 
 
 def _still_running(pids: list[int], timeout_s: float) -> list[int]:
@@ -110,13 +98,8 @@ def killed_run(tmp_path: Path) -> tuple[int, Path, dict[str, str]]:
         cwd=tmp_path,
     )
     try:
-        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            ready, _, _ = select.select([fd], [], [], 60)
-            assert ready, "the worker never started"
-        finally:
-            os.close(fd)
-        started = _processes_with(marker)
+        wait_ready(fifo, 60)
+        started = processes_with(marker)
         assert len(started) >= 3, started  # the harness, its provider, the hung worker
         proc.kill()  # SIGKILL: no clean-up of any kind runs
         proc.communicate(timeout=60)

@@ -35,7 +35,6 @@ SCHEMA_FILE = "report-v1.schema.json"
 #: ``@BOUNDARY#HIT`` inside a case id (``crash@a#1+crash@b#2``, ``pause_past_lease@a#1``...)
 _PLACE = re.compile(r"@(?P<boundary>[a-z][a-z0-9_]*)#[1-9][0-9]*")
 #: ``scheme://user:password@`` in any string of a report: the password is replaced
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?P<at>@)")
 
 
 class ReportError(BadInputError):
@@ -317,7 +316,7 @@ def _hide_password(url: str) -> str:
     try:
         return _secrets.scrub(make_url(url).render_as_string(hide_password=True))
     except Exception:
-        return _secrets.scrub(_URL_PASSWORD.sub(r"\g<head>***\g<at>", url))
+        return _secrets.scrub(_secrets.hide_url_passwords(url))
 
 
 def redact(value: Any) -> Any:
@@ -325,7 +324,7 @@ def redact(value: Any) -> Any:
     out (``harness._secrets``), in every string of a report."""
     if isinstance(value, str):
         value = _secrets.scrub(value)
-        return _URL_PASSWORD.sub(r"\g<head>***\g<at>", value) if "://" in value else value
+        return _secrets.hide_url_passwords(value)
     if isinstance(value, dict):
         return {k: redact(v) for k, v in value.items()}
     if isinstance(value, list):
