@@ -364,6 +364,9 @@ class ProviderApp:
         self._faults: list[_Armed] = []
         self._flights: dict[int, _Flight] = {}
         self._next_flight = 0
+        self._minted: dict[tuple[int, str, str], int] = {}
+        self._mint_salt = log.size()  # a restarted provider never re-mints an earlier id
+        self._mint_lock = threading.Lock()
         self.preset = spec.factory(self, self.options)
         routes = [
             *self.preset.routes(),
@@ -474,6 +477,23 @@ class ProviderApp:
     def epoch(self) -> int:
         """The current epoch (read it under ``lock`` when it must not move)."""
         return self._epoch
+
+    def mint_id(self, attempt: Attempt, prefix: str, nbytes: int = 8) -> str:
+        """A provider-side id (message, delivery, order) for ``attempt``.
+
+        Drawn from the epoch, the attempt's key, how many ids that key has had in this epoch
+        and the log's size when this process started, not from a random source: two runs of
+        one seed then write the same ids into their reports, yet no two effects of one
+        provider share an id, and a race between workers sending different keys cannot
+        shuffle which key gets which id.
+        """
+        key = attempt.idempotency_key or attempt.delivery_id or attempt.destination or ""
+        with self._mint_lock:
+            slot = (self._epoch, prefix, key)
+            n = self._minted.get(slot, 0)
+            self._minted[slot] = n + 1
+        seed = f"{self._mint_salt}\0{slot[0]}\0{prefix}\0{key}\0{n}".encode()
+        return prefix + hashlib.sha256(seed).hexdigest()[: 2 * nbytes]
 
     def pause(self, seconds: float) -> None:
         """Hold the calling thread (a slow or held reply); returns early when closing."""
@@ -801,6 +821,8 @@ class ProviderApp:
                 self._clock_file.close()
             self._clock_file = clock
             self._epoch = self.log.new_epoch(started_at=self.now(), clock_path=clock_path)
+            with self._mint_lock:
+                self._minted.clear()
             self._faults = [_Armed.arm(rule) for rule in rules]
             epoch = self._epoch
             self._flights_changed.notify_all()  # held requests of the old epoch look again

@@ -336,6 +336,12 @@ class EffectLog:
             rows = self._conn.execute(sql, params).fetchall()
         return [_effect(row) for row in rows]
 
+    def size(self) -> int:
+        """How many records the log holds, of every epoch."""
+        with self._lock:
+            count: int = self._conn.execute("SELECT COUNT(*) FROM effects").fetchone()[0]
+        return count
+
     def current_epoch(self) -> int:
         """The newest epoch (1 for a fresh log)."""
         with self._lock:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from harness.clock import SharedClock
+from harness.names import BOUNDARIES
 
 #: the case clock's file name, next to the case's trace file
 CLOCK_FILE: Final = "clock"
@@ -105,9 +106,15 @@ def read(path: Path) -> list[TraceEvent]:
 
 
 def boundaries_reached(events: list[TraceEvent]) -> dict[str, int]:
-    """How many times each boundary was reached, over every worker of the case."""
+    """How many times each boundary was reached, over every worker of the case.
+
+    Listed in the documented flow order (a user system's own boundaries after, by name), not
+    in the order they were first hit, which racing workers change from run to run.
+    """
     counts: dict[str, int] = {}
     for ev in events:
         if ev.boundary is not None:
             counts[ev.boundary] = counts.get(ev.boundary, 0) + 1
-    return counts
+    flow = {name: i for i, name in enumerate(BOUNDARIES)}
+    order = sorted(counts, key=lambda name: (flow.get(name, len(flow)), name))
+    return {name: counts[name] for name in order}

@@ -131,3 +131,28 @@ def test_switches_turn_off_error_replay_and_lookup_and_change_mismatch_status(
         info = provider.admin.info()
         assert info["preset"] == "payments"
         assert info["options"]["lookup"] is False
+
+
+def _ids_of_a_session(log: Any, restart_after: int | None = None) -> list[str]:
+    """Message ids a fresh payments provider hands out for one fixed request sequence (three
+    keys, one of them sent again after its window), restarting it mid-way if asked."""
+    ids: list[str] = []
+    with (
+        ProviderProcess.start(log_path=log, options={"window_s": 0.0}) as provider,
+        requests.Session() as s,
+    ):
+        for n, key in enumerate(["k-a", "k-b", "k-a", "k-c"]):
+            if n == restart_after:
+                provider.restart()
+            reply = send(s, provider, key, message(delivery_id=f"d-{key}"))
+            assert reply.status_code == 200, reply.text
+            ids.append(reply.json()["id"])
+    return ids
+
+
+def test_message_ids_follow_the_requests_not_a_random_source(tmp_path: Any) -> None:
+    first = _ids_of_a_session(tmp_path / "one.sqlite")
+    assert first == _ids_of_a_session(tmp_path / "two.sqlite")  # same requests, same ids
+    assert len(set(first)) == 4  # k-a sent again past its window is a new effect, a new id
+    restarted = _ids_of_a_session(tmp_path / "three.sqlite", restart_after=2)
+    assert len(set(restarted)) == 4, restarted  # a restarted provider never re-mints an id

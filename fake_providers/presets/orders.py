@@ -25,7 +25,6 @@ Follows PayPal's REST idempotency (https://developer.paypal.com/api/rest/referen
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -105,7 +104,7 @@ class Orders(MessagePreset):
                 received_at=now,
             )
             return Reply(raw_json(200, prior.response_body, echo))
-        order_id = "ORD-" + secrets.token_hex(8).upper()
+        order_id = core.mint_id(attempt, "ORD-").upper()
         body = json.dumps(
             {"id": order_id, "status": "CREATED", "destination": incoming.destination},
             separators=(",", ":"),

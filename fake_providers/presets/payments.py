@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -123,7 +122,7 @@ class Payments(MessagePreset):
         accepted_before = prior is not None and (
             prior.effect.accepted or self._ever_accepted(attempt, incoming.key)
         )
-        message_id = "msg_" + secrets.token_hex(8)
+        message_id = core.mint_id(attempt, "msg_")
         body = json.dumps(
             {"id": message_id, "status": "accepted", "destination": incoming.destination},
             separators=(",", ":"),

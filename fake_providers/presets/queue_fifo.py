@@ -94,7 +94,7 @@ class QueueFifo(MessagePreset):
             )
             return Reply(raw_json(200, prior.response_body))
         text = str(incoming.body["body"])
-        message_id = str(uuid.uuid4())
+        message_id = str(uuid.UUID(core.mint_id(attempt, "", 16)))
         self._sequence += 1
         reply = {
             "MessageId": message_id,

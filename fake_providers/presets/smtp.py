@@ -31,7 +31,6 @@ import email
 import email.policy
 import json
 import logging
-import secrets
 import socket
 import threading
 import warnings
@@ -241,7 +240,7 @@ class Smtp(Preset):
             if fault is not None and fault.fault == "slow":
                 assert fault.delay_s is not None
                 await asyncio.sleep(fault.delay_s)
-            queue_id = secrets.token_hex(6).upper()
+            queue_id = core.mint_id(attempts[0] if attempts else Attempt(), "", 6).upper()
             with core.lock:
                 admitted_in = core.flight_epoch(token)
                 if admitted_in != core.epoch:  # its epoch ended while it was held

@@ -29,7 +29,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,7 +119,7 @@ class Webhook(MessagePreset):
             )
             reply = {"received": True, "duplicate": True, "id": prior.effect.provider_message_id}
             return Reply(json_response(200, reply))
-        delivery = "dlv_" + secrets.token_hex(8)
+        delivery = core.mint_id(attempt, "dlv_")
         expired = self.options["dedupe"] and prior is not None
         return core.record(
             attempt,
