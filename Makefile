@@ -25,10 +25,13 @@ soak: $(STAMP)
 	$(BIN)/python -m pytest --run-slow -k thousand tests/test_soak.py tests/test_mutants.py
 
 # The bad-input fuzzers at full size: mutated scenario files and command lines, each must
-# load or be refused in one line, never a traceback (CI runs 150 of each).
+# load or be refused in one line, never a traceback (CI runs 150 of each); and 100 mutated
+# files that load, each run for real, within a bound (CI runs 6).
 fuzz: $(STAMP)
-	CRASH_HARNESS_FUZZ_EXAMPLES=$${CRASH_HARNESS_FUZZ_EXAMPLES:-3000} $(BIN)/python -m pytest -q \
-	  tests/test_scenario_fuzz.py tests/test_cli_fuzz.py
+	CRASH_HARNESS_FUZZ_EXAMPLES=$${CRASH_HARNESS_FUZZ_EXAMPLES:-3000} \
+	CRASH_HARNESS_RUN_FUZZ_EXAMPLES=$${CRASH_HARNESS_RUN_FUZZ_EXAMPLES:-100} \
+	  $(BIN)/python -m pytest -q -s tests/test_scenario_fuzz.py tests/test_cli_fuzz.py \
+	  tests/test_run_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
