@@ -77,7 +77,8 @@ def _run(path: Path, case: str, out: Path) -> tuple[int, str, float]:
     proc = subprocess.Popen(
         argv,
         cwd=out.parent,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        # a kept work dir lands beside the file, and goes with it
+        env=dict(os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(out.parent)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
