@@ -62,7 +62,7 @@ background:#f3f3f3;padding:8px;border-radius:4px;margin:4px 0;max-height:420px;o
 .o-rejected,.o-refused,.o-unauthenticated,.o-stale_epoch{background:#ffe0dc;color:#8a1d10}
 .o-failed_by_fault{background:#fff0c7;color:#6b4b00}
 iframe{width:100%;height:220px;border:1px solid #ccc;background:#fff}
-.muted{color:#777} .summary span{margin-right:14px}
+.headers th{width:110px} .muted{color:#777} .summary span{margin-right:14px}
 """
 
 
@@ -109,10 +109,11 @@ def _mail_message(raw: bytes) -> str:
         if message.get(name) is not None
     )
     out = [f"<table class=headers>{rows}</table>"]
-    text = text_of(message, ("plain",))
+    # SMTP carries CRLF line ends; a decoded part is shown with plain newlines.
+    text = text_of(message, ("plain",)).replace("\r\n", "\n")
     if text:
         out.append("<p class=muted>text part:</p>" + _pre(text))
-    html_part = text_of(message, ("html",))
+    html_part = text_of(message, ("html",)).replace("\r\n", "\n")
     if html_part:
         out.append(
             "<p class=muted>HTML part (rendered in a sandbox: no scripts, no network):</p>"
