@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import smtplib
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import requests
 from click.testing import CliRunner
 
 from fake_providers import ProviderProcess
+from fake_providers._effect_log import EffectLog
 from fake_providers._errors import ProviderError
 from fake_providers._runner import run_provider
 from harness.cli import main
@@ -394,3 +396,25 @@ def test_browse_page_screenshot_in_headless_chromium(smtp: ProviderProcess, tmp_
     assert (0x24, 0x34, 0x47) in big  # the header bar
     assert (0xC6, 0x28, 0x28) in big  # the mail's HTML part, rendered in its sandbox
     assert (0, 255, 0) not in {colour for _n, colour in counts}  # ... with its script dead
+
+
+def test_a_log_written_before_requests_were_kept_opens_and_keeps_them_from_then_on(
+    tmp_path: Path,
+) -> None:
+    """A schema-3 log (no request column) is migrated in place: its records stay, with no
+    request, and a new record keeps its request bytes exactly."""
+    path = tmp_path / "old.sqlite"
+    log = EffectLog(path)
+    log.append(epoch=1, received_at=1.0, outcome="fresh", destination="a")
+    log.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE effects DROP COLUMN request")
+        conn.execute("PRAGMA user_version=3")
+    conn.close()
+    log = EffectLog(path)
+    try:
+        log.append(epoch=1, received_at=2.0, outcome="fresh", destination="b", request=b"\xff<x>")
+        kept = [(r.effect.destination, r.request) for r in log.everything(epoch=None)]
+    finally:
+        log.close()
+    assert kept == [("a", None), ("b", b"\xff<x>")]
