@@ -38,12 +38,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, NamedTuple
+from urllib.parse import urlencode
 from wsgiref.types import StartResponse, WSGIEnvironment
 
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from fake_providers import _browse
 from fake_providers._clock import FileClock
 from fake_providers._credentials import Credential, find_credential, token_matches
 from fake_providers._effect_log import FILTER_COLUMNS, EffectLog
@@ -102,6 +104,13 @@ class Attempt:
     idempotency_key: str | None = None
     payload_hash: str | None = None
     recognizer: str | None = None
+    #: the request exactly as received (HTTP body, SMTP DATA): kept in the log for the browse
+    #: page, never listed by ``/_admin/in_flight`` or ``/_admin/drain``
+    sent: bytes | None = field(default=None, repr=False)
+
+    def log_fields(self) -> dict[str, str | None]:
+        """The fields every log record carries (``sent`` is stored apart, as ``request``)."""
+        return {k: v for k, v in vars(self).items() if k != "sent"}
 
     def match_values(self) -> dict[str, str | None]:
         """The fields a ``FaultRule.match`` can name."""
@@ -347,8 +356,11 @@ class ProviderApp:
         admin_token: str,
         options: Mapping[str, object] | None = None,
         clock: Callable[[], float] = time.time,
+        browse_open: bool = False,
     ) -> None:
         self.spec = spec
+        #: serve ``/_browse`` without the admin token (the runner allows it on loopback only)
+        self.browse_open = browse_open
         self.options = spec.resolve(options)
         self.log = log
         self.credentials = dict(credentials)
@@ -380,6 +392,7 @@ class ProviderApp:
             Route("/_admin/clock", ("POST",), self._admin(self._advance_clock)),
             Route("/_admin/in_flight", ("GET",), self._admin(self._in_flight)),
             Route("/_admin/drain", ("POST",), self._admin(self._drain)),
+            Route(_browse.PATH, ("GET",), self._browse),
         ]
         self._handlers = {str(i): route.handler for i, route in enumerate(routes)}
         self._url_map = Map(
@@ -405,7 +418,9 @@ class ProviderApp:
             endpoint, args = self._url_map.bind_to_environ(environ).match()
             environ[_ROUTE_ARGS] = args
             handler = self._handlers[str(endpoint)]
-            worker_route = not str(environ.get("PATH_INFO", "")).startswith("/_admin/")
+            worker_route = not str(environ.get("PATH_INFO", "")).startswith(
+                ("/_admin/", _browse.PATH)
+            )
             if stale is not None and worker_route and handler != self.handle_message:
                 reply = Reply(json_response(410, stale))
             else:
@@ -528,7 +543,8 @@ class ProviderApp:
             provider_message_id=provider_message_id,
             response_body=response_body,
             content=content,
-            **vars(attempt),
+            request=attempt.sent,
+            **attempt.log_fields(),
         )
 
     def record(
@@ -639,7 +655,7 @@ class ProviderApp:
         except RequestEntityTooLarge:
             raw = None
         body, error = (None, None) if raw is None else _parse_message(raw, preset.required_fields)
-        attempt = Attempt(idempotency_key=preset.key_of(request, body))
+        attempt = Attempt(idempotency_key=preset.key_of(request, body), sent=raw)
         if body is not None:
             for name in ("destination", "run_id", "delivery_id", "recognizer"):
                 value = body.get(name)
@@ -753,6 +769,59 @@ class ProviderApp:
             return handler(request)
 
         return guarded
+
+    def _browse(self, request: Request) -> Reply:
+        """GET /_browse[?epoch=N|all]: the browse page (HTML). Needs the admin token (the
+        ``X-Admin-Token`` header, or once as ``?token=``, which sets a cookie and redirects
+        to the same page without it) unless the page is open."""
+        headers = {
+            "Content-Security-Policy": _browse.CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store",
+        }
+        if not self.browse_open:
+            given = request.args.get("token")
+            if given is not None:
+                if not token_matches(self._admin_token, given):
+                    return Reply(_html(401, _browse.login_page(), headers))
+                rest = [(k, v) for k, v in request.args.items(multi=True) if k != "token"]
+                target = _browse.PATH + ("?" + urlencode(rest) if rest else "")
+                response = Response(status=303, headers={**headers, "Location": target})
+                response.set_cookie(
+                    _browse.COOKIE,
+                    _browse.cookie_value(self._admin_token),
+                    path=_browse.PATH,
+                    httponly=True,
+                    samesite="Strict",
+                )
+                return Reply(response)
+            by_header = token_matches(self._admin_token, request.headers.get("X-Admin-Token"))
+            by_cookie = token_matches(
+                _browse.cookie_value(self._admin_token), request.cookies.get(_browse.COOKIE)
+            )
+            if not (by_header or by_cookie):
+                return Reply(_html(401, _browse.login_page(), headers))
+        with self.lock:
+            current = self._epoch
+        raw_epoch = request.args.get("epoch", "")
+        shown: int | None = current
+        if raw_epoch == "all":
+            shown = None
+        elif raw_epoch:
+            try:
+                shown = int(raw_epoch)
+            except ValueError:
+                return Reply(json_response(400, {"error": "epoch must be an integer or 'all'"}))
+        page = _browse.render_page(
+            preset=self.spec.name,
+            models=self.spec.models,
+            options=self.options,
+            current_epoch=current,
+            shown_epoch=shown,
+            records=self.log.everything(epoch=shown),
+        )
+        return Reply(_html(200, page, headers))
 
     def _health(self, _request: Request) -> Reply:
         with self.lock:
@@ -903,7 +972,7 @@ class ProviderApp:
                 lambda: len(current()) >= wanted, timeout=max(timeout_s, 0.0)
             )
             flights = [
-                {**vars(f.attempt), "stage": f.stage, "age_s": time.monotonic() - f.since}
+                {**f.attempt.log_fields(), "stage": f.stage, "age_s": time.monotonic() - f.since}
                 for f in current()
             ]
         return Reply(json_response(200, {"reached": reached, "in_flight": flights}))
@@ -938,7 +1007,7 @@ class ProviderApp:
                 lambda: not of_epoch(), timeout=min(max(float(timeout_s), 0.0), MAX_WAIT_S)
             )
             left = [
-                {**vars(f.attempt), "stage": f.stage, "age_s": time.monotonic() - f.since}
+                {**f.attempt.log_fields(), "stage": f.stage, "age_s": time.monotonic() - f.since}
                 for f in of_epoch()
             ]
         return Reply(
@@ -953,6 +1022,10 @@ class ProviderApp:
                 },
             )
         )
+
+
+def _html(status: int, page: str, headers: Mapping[str, str]) -> Response:
+    return Response(page, status=status, headers=dict(headers), mimetype="text/html")
 
 
 def stale_payload(asked: int, current: int) -> dict[str, Any]:

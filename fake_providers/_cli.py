@@ -5,7 +5,9 @@ foreground, prints its URL, its effect log and (only here, for the person at the
 the credential and admin token it generated, and serves until Ctrl-C. Every preset option
 is a flag (``--window-s 60``, ``--no-lookup``, ``--decline 'acct_bad*'``); a flag that the
 chosen preset does not take is an error, never ignored. ``crash-harness providers list``
-shows the presets and their options.
+shows the presets and their options. ``--secret``/``--admin-token`` (or their environment
+variables) fix the credentials so a restart keeps them; ``--browse`` opens the browse page
+(``/_browse``) without a token, on loopback only.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from typing import Any, TypeVar
 
 import click
 
+from fake_providers._browse import PATH as BROWSE_PATH
+from fake_providers._credentials import ADMIN_TOKEN_ENV, MIN_FIXED_LENGTH, SECRET_ENV, check_fixed
 from fake_providers._errors import ProviderError
 from fake_providers._options import Option, parse_assignment
 from fake_providers._presets import PRESETS, all_options, get_preset
 from fake_providers._runner import Secrets, load_secrets, run_provider
+from fake_providers._server import is_loopback
 
 EXIT_BAD_INPUT = 2
 
@@ -104,6 +109,29 @@ def list_presets() -> None:
     metavar="NAME=VALUE",
     help="set a preset option by name (repeatable)",
 )
+@click.option(
+    "--secret",
+    envvar=SECRET_ENV,
+    default=None,
+    metavar="TEXT",
+    help=(
+        f"fix the 'default' credential's secret instead of a random one (>= {MIN_FIXED_LENGTH}"
+        f" printable characters; prefer ${SECRET_ENV}: argv is visible to ps)"
+    ),
+)
+@click.option(
+    "--admin-token",
+    envvar=ADMIN_TOKEN_ENV,
+    default=None,
+    metavar="TEXT",
+    help=f"fix the admin token (same rules; prefer ${ADMIN_TOKEN_ENV})",
+)
+@click.option(
+    "--browse",
+    "browse_open",
+    is_flag=True,
+    help="open the browse page (/_browse) without the admin token; loopback only",
+)
 @click.option("--no-log", is_flag=True, hidden=True)
 @_preset_flags
 def serve(
@@ -115,10 +143,26 @@ def serve(
     log_path: Path | None,
     scope: tuple[str, ...],
     assignments: tuple[str, ...],
+    secret: str | None,
+    admin_token: str | None,
+    browse_open: bool,
     no_log: bool,
     **flags: Any,
 ) -> None:
     """Run one fake provider in the foreground until Ctrl-C."""
+    try:
+        if secret is not None:
+            check_fixed(secret, f"--secret (or {SECRET_ENV})")
+        if admin_token is not None:
+            check_fixed(admin_token, f"--admin-token (or {ADMIN_TOKEN_ENV})")
+        if browse_open and not is_loopback(host):
+            raise ProviderError(
+                f"--browse is allowed on a loopback --host only, not {host!r}: it opens every"
+                " message received to anyone who can reach the port"
+            )
+    except ProviderError as exc:
+        click.echo(f"crash-harness providers: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     spec = get_preset(preset)
     known = {option.name for option in spec.options}
     options: dict[str, object] = {}
@@ -138,10 +182,16 @@ def serve(
         raise click.UsageError(str(exc)) from None
     if log_path is None:
         log_path = Path(tempfile.mkdtemp(prefix=f"fake-{preset}-")) / "effects.sqlite"
-    secrets = load_secrets(default_scope=scope)
+    try:
+        secrets = load_secrets(default_scope=scope, secret=secret, admin_token=admin_token)
+    except ProviderError as exc:
+        click.echo(f"crash-harness providers: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
 
     def announce(ready: dict[str, Any]) -> None:
-        _print_banner(spec.name, spec.models, ready, log_path, resolved, secrets)
+        _print_banner(
+            spec.name, spec.models, ready, log_path, resolved, secrets, browse_open=browse_open
+        )
 
     try:
         status = run_provider(
@@ -155,12 +205,36 @@ def serve(
             on_ready=announce,
             durable=not no_log,
             allow_non_loopback=allow_non_loopback,
+            browse_open=browse_open,
         )
     except ProviderError as exc:
         click.echo(f"crash-harness providers: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     click.echo("stopped.")
     sys.exit(status)
+
+
+def _duration(seconds: float) -> str:
+    """``3600.0`` -> ``1 h``, ``300`` -> ``5 min``, ``90`` -> ``90 s``: as a person says it."""
+    whole = int(seconds)
+    if whole != seconds or whole < 60:
+        return f"{seconds:g} s"
+    if whole % 3600 == 0:
+        return f"{whole // 3600} h"
+    if whole % 60 == 0:
+        return f"{whole // 60} min"
+    return f"{whole} s"
+
+
+def dedupe_summary(options: dict[str, Any]) -> str:
+    """The dedupe window the provider really runs with, from the resolved options (so the
+    banner follows --window-s, not the preset's default)."""
+    if "window_s" not in options:
+        return "none (every accepted message is a new one)"
+    if options.get("dedupe") is False:
+        return "off (--no-dedupe: every delivery is processed)"
+    window = float(options["window_s"])
+    return f"a key is remembered {_duration(window)} ({window:g} s on the provider clock)"
 
 
 def _print_banner(
@@ -170,8 +244,11 @@ def _print_banner(
     log_path: Path,
     options: dict[str, Any],
     secrets: Secrets,
+    *,
+    browse_open: bool = False,
 ) -> None:
-    """What a human needs to talk to the provider; the only place a secret is printed."""
+    """What a human needs to talk to the provider; the only place a secret is printed (and
+    only one we invented: a secret the human chose is never echoed)."""
     shown = " ".join(
         f"{k}={','.join(v) if isinstance(v, tuple) else v}" for k, v in options.items()
     )
@@ -182,11 +259,25 @@ def _print_banner(
     if "smtp_port" in ready:
         host = str(ready["url"]).split("//", 1)[1].rsplit(":", 1)[0]
         lines.append(f"  smtp:       {host}:{ready['smtp_port']} (AUTH PLAIN/LOGIN, no TLS)")
-    lines += [f"  effect log: {log_path}", f"  options:    {shown or '(none)'}"]
+    lines += [
+        f"  effect log: {log_path}",
+        f"  options:    {shown or '(none)'}",
+        f"  dedupe:     {dedupe_summary(options)}",
+    ]
     for cred in secrets.credentials.values():
         scope = ",".join(cred.scope)
         if not secrets.invented_credentials:
-            lines.append(f"  credential: {cred.credential_id!r} (scope {scope}), secret from env")
+            given = "the one you set" if cred.credential_id == "default" else "from env"
+            if "smtp_port" in ready:
+                lines.append(
+                    f"  credential: username {cred.credential_id!r}, password: {given}"
+                    f" (scope {scope}; HTTP: Authorization: Bearer <password>)"
+                )
+            else:
+                lines.append(
+                    f"  credential: {cred.credential_id!r} (scope {scope}):"
+                    f" Authorization: Bearer <{given}>"
+                )
         elif "smtp_port" in ready:
             lines.append(
                 f"  credential: username {cred.credential_id!r}, password {cred.secret}"
@@ -199,6 +290,14 @@ def _print_banner(
             )
     if secrets.invented_admin_token:
         lines.append(f"  admin:      X-Admin-Token: {secrets.admin_token}")
+        token = secrets.admin_token
+    else:
+        lines.append("  admin:      X-Admin-Token: <the one you set>")
+        token = "<admin token>"
+    if browse_open:
+        lines.append(f"  browse:     {ready['url']}{BROWSE_PATH} (open: no token on loopback)")
+    else:
+        lines.append(f"  browse:     {ready['url']}{BROWSE_PATH}?token={token}")
     lines.append("Ctrl-C to stop.")
     click.echo("\n".join(lines))
     sys.stdout.flush()

@@ -19,6 +19,11 @@ from fake_providers._errors import ProviderError
 
 CREDENTIALS_ENV: Final = "CRASH_HARNESS_PROVIDER_CREDENTIALS"
 ADMIN_TOKEN_ENV: Final = "CRASH_HARNESS_PROVIDER_ADMIN_TOKEN"
+SECRET_ENV: Final = "CRASH_HARNESS_PROVIDER_SECRET"
+"""The one worker secret ``providers serve --secret`` reads (also what a harness worker reads)."""
+
+MIN_FIXED_LENGTH: Final = 16
+MAX_FIXED_LENGTH: Final = 256
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,30 @@ class Credential:
 def new_secret() -> str:
     """A fresh random secret, URL-safe, 256 bits."""
     return secrets.token_urlsafe(32)
+
+
+def check_fixed(value: str, what: str) -> None:
+    """Refuse a secret or token chosen by a human that is empty, too short or not printable.
+
+    ``what`` names where it came from (``--secret (or CRASH_HARNESS_PROVIDER_SECRET)``), so
+    the one-line error tells the user what to fix; the value itself is never echoed. Only
+    printable ASCII without spaces is allowed: it has to survive an ``Authorization: Bearer``
+    header, SMTP AUTH and a shell, unchanged.
+    """
+    if not value:
+        raise ProviderError(f"{what} must not be empty")
+    if len(value) < MIN_FIXED_LENGTH:
+        raise ProviderError(
+            f"{what} must be at least {MIN_FIXED_LENGTH} characters, got {len(value)}"
+        )
+    if len(value) > MAX_FIXED_LENGTH:
+        raise ProviderError(f"{what} must be at most {MAX_FIXED_LENGTH} characters")
+    bad = sorted({c for c in value if not "!" <= c <= "~"})
+    if bad:
+        raise ProviderError(
+            f"{what} may hold only printable ASCII without spaces"
+            f" (found {', '.join(f'U+{ord(c):04X}' for c in bad[:3])})"
+        )
 
 
 def parse_credentials(text: str) -> dict[str, Credential]:

@@ -10,7 +10,8 @@ Nothing is ever deleted or updated: epochs, clock advances and queue consumption
 appended rows too, and the idempotency memory is derived from the log itself, so a restarted
 server remembers keys. Each record may carry the message ``content`` a surface shows (a chat
 thread, a mailbox, a queue): it is written in the same INSERT as the record, so a surface
-never shows a message the log does not count.
+never shows a message the log does not count. Each record also keeps the ``request`` exactly
+as it was received (the HTTP body, the SMTP DATA bytes), for the browse page.
 
 ``durable=False`` (benchmark only) keeps the same schema in an in-memory database: the same
 work minus the disk, to measure what durability costs.
@@ -29,7 +30,7 @@ from typing import Any, Final
 from fake_providers._errors import ProviderError
 from fake_providers._records import ACCEPTED_OUTCOMES, Effect
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -48,7 +49,8 @@ CREATE TABLE IF NOT EXISTS effects (
     fault TEXT,
     status_code INTEGER,
     response_body TEXT,
-    content TEXT
+    content TEXT,
+    request BLOB
 );
 CREATE INDEX IF NOT EXISTS effects_by_key
     ON effects (epoch, credential_id, idempotency_key, outcome);
@@ -116,6 +118,15 @@ class Message:
     content: str | None
 
 
+@dataclass(frozen=True)
+class Logged:
+    """A record with everything kept about it: what a surface shows and what was received."""
+
+    effect: Effect
+    content: str | None
+    request: bytes | None
+
+
 class EffectLog:
     """One SQLite connection, serialised by a lock, over an append-only log file."""
 
@@ -134,7 +145,7 @@ class EffectLog:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, 2, SCHEMA_VERSION):
+            if version not in (0, 1, 2, 3, SCHEMA_VERSION):
                 self._conn.close()
                 raise ProviderError(
                     f"{path}: effect log schema {version}, expected {SCHEMA_VERSION}"
@@ -146,6 +157,9 @@ class EffectLog:
             if version in (1, 2):
                 # Versions 1 and 2 had no clock file per epoch (the clock was wall time).
                 self._conn.execute("ALTER TABLE epochs ADD COLUMN clock_path TEXT")
+            if version in (1, 2, 3):
+                # Versions 1 to 3 did not keep the request as received (the browse page).
+                self._conn.execute("ALTER TABLE effects ADD COLUMN request BLOB")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute(
                 "INSERT OR IGNORE INTO epochs (epoch, started_at) VALUES (1, ?)", (time.time(),)
@@ -174,10 +188,12 @@ class EffectLog:
         status_code: int | None = None,
         response_body: str | None = None,
         content: str | None = None,
+        request: bytes | None = None,
     ) -> Effect:
         """Append one record and commit it (durably) before returning it.
 
-        ``response_body`` is the reply saved for replays; ``content`` is what a surface shows.
+        ``response_body`` is the reply saved for replays; ``content`` is what a surface shows;
+        ``request`` is the request exactly as received (what the browse page shows in full).
         """
         values: dict[str, Any] = {
             "epoch": epoch,
@@ -195,6 +211,7 @@ class EffectLog:
             "status_code": status_code,
             "response_body": response_body,
             "content": content,
+            "request": request,
         }
         names = ", ".join(values)
         marks = ", ".join(f":{n}" for n in values)
@@ -205,6 +222,7 @@ class EffectLog:
         assert seq is not None
         values.pop("response_body")
         values.pop("content")
+        values.pop("request")
         return Effect(seq=seq, **values)
 
     def find_acceptance(
@@ -276,6 +294,23 @@ class EffectLog:
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
         return [Message(effect=_effect(row[:-1]), content=row[-1]) for row in rows]
+
+    def everything(self, *, epoch: int | None) -> list[Logged]:
+        """Every record of ``epoch`` (None: all epochs) with its content and request, by seq:
+        what the browse page lists."""
+        columns = ", ".join(_EFFECT_COLUMNS)
+        where = "" if epoch is None else " WHERE epoch = ?"
+        sql = f"SELECT {columns}, content, request FROM effects{where} ORDER BY seq"
+        with self._lock:
+            rows = self._conn.execute(sql, () if epoch is None else (epoch,)).fetchall()
+        return [
+            Logged(
+                effect=_effect(row[:-2]),
+                content=row[-2],
+                request=None if row[-1] is None else bytes(row[-1]),
+            )
+            for row in rows
+        ]
 
     def destinations(self, *, epoch: int) -> list[str]:
         """Every destination named by a record in this epoch (sorted)."""

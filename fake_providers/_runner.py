@@ -26,6 +26,7 @@ from fake_providers._credentials import (
     parse_credentials,
 )
 from fake_providers._effect_log import EffectLog
+from fake_providers._errors import ProviderError
 from fake_providers._presets import get_preset
 from fake_providers._server import build_server, check_host, is_loopback, server_url
 
@@ -40,22 +41,38 @@ class Secrets:
     invented_admin_token: bool
 
 
-def load_secrets(*, default_scope: Sequence[str] = ("*",)) -> Secrets:
-    """Secrets from the environment (then removed from it), or invented ones.
+def load_secrets(
+    *,
+    default_scope: Sequence[str] = ("*",),
+    secret: str | None = None,
+    admin_token: str | None = None,
+) -> Secrets:
+    """Secrets from the environment (then removed from it), fixed ones, or invented ones.
 
-    An invented secret must be shown to the human who started us (nobody else knows it).
+    ``secret`` fixes the ``default`` credential's secret and ``admin_token`` the admin token
+    (``providers serve --secret/--admin-token``, already validated): a human who restarts
+    the provider keeps the same ones. An invented secret must be shown to the human who
+    started us (nobody else knows it).
     """
     raw_credentials = os.environ.pop(CREDENTIALS_ENV, None)
-    admin_token = os.environ.pop(ADMIN_TOKEN_ENV, None)
+    from_env = os.environ.pop(ADMIN_TOKEN_ENV, None)
+    admin_token = admin_token or from_env
+    if raw_credentials and secret:
+        raise ProviderError(
+            f"--secret and {CREDENTIALS_ENV} both name the worker credentials; give one"
+        )
     if raw_credentials:
         credentials = parse_credentials(raw_credentials)
     else:
-        secret = new_secret()
-        credentials = {"default": Credential("default", secret, tuple(default_scope))}
+        credentials = {
+            "default": Credential("default", secret or new_secret(), tuple(default_scope))
+        }
+    if admin_token is not None and any(c.secret == admin_token for c in credentials.values()):
+        raise ProviderError("the admin token must differ from every worker secret")
     return Secrets(
         credentials=credentials,
         admin_token=admin_token or new_secret(),
-        invented_credentials=not raw_credentials,
+        invented_credentials=not raw_credentials and not secret,
         invented_admin_token=not admin_token,
     )
 
@@ -83,9 +100,21 @@ def run_provider(
     on_ready: Callable[[dict[str, Any]], None],
     durable: bool = True,
     allow_non_loopback: bool = False,
+    browse_open: bool = False,
 ) -> int:
-    """Serve until a stop signal; returns the exit status (0)."""
+    """Serve until a stop signal; returns the exit status (0).
+
+    ``browse_open`` serves the browse page (``/_browse``) without the admin token; it is
+    refused unless ``host`` is loopback, whatever ``allow_non_loopback`` says, because the
+    page shows every message the provider received.
+    """
     check_host(host, allow_non_loopback=allow_non_loopback)
+    if browse_open and not is_loopback(host):
+        raise ProviderError(
+            f"--browse opens the browse page without the admin token, so it is allowed on"
+            f" loopback only, not on {host!r}; drop --browse and open"
+            " /_browse?token=<admin token> instead"
+        )
     spec = get_preset(preset)
     resolved = spec.resolve(options)
     log = EffectLog(log_path, durable=durable)
@@ -96,6 +125,7 @@ def run_provider(
             log=log,
             credentials=credentials,
             admin_token=admin_token,
+            browse_open=browse_open,
         )
         server = build_server(app, host=host, port=port, allow_non_loopback=allow_non_loopback)
         try:

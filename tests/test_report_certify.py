@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -18,9 +17,9 @@ from harness import systems
 from harness.campaign import CampaignSettings, CaseSpec, run_campaign
 from harness.reports import load_report, render_html, render_junit, render_markdown, write_reports
 from harness.reports._contract import schema_errors
+from tests._chromium import inked_share, needs_chromium, png_colours, screenshot
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 FAILING_CASES = ("baseline", "crash@after_delivery_enqueue#1", "crash@after_claim#1")
 
 
@@ -110,54 +109,21 @@ def test_report_of_a_real_campaign_validates_on_each_database(
 
 def _png_stats(path: Path) -> tuple[tuple[int, int], int, float, bool]:
     """(size, distinct colours, share of non-background pixels, has the failure banner's red)."""
-    from PIL import Image
-
-    with Image.open(path) as img:
-        rgb = img.convert("RGB")
-        size = rgb.size
-        counts = rgb.getcolors(maxcolors=size[0] * size[1]) or []
-    total = size[0] * size[1]
-    background = sum(n for n, c in counts if c in ((255, 255, 255), (250, 250, 250)))
+    size, counts = png_colours(path)
     red = any(
         n > 1000 and abs(r - 0xC6) < 12 and abs(g - 0x28) < 12 and abs(b - 0x28) < 12
         for n, (r, g, b) in counts
     )
-    return size, len(counts), 1 - background / total, red
+    return size, len(counts), inked_share(size, counts), red
 
 
-@pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason=f"{CHROMIUM} is not installed (apt-get install chromium); .ci/run installs it",
-)
+@needs_chromium
 def test_html_report_screenshot_in_headless_chromium(failing_run: Path, tmp_path: Path) -> None:
     """Chromium renders the failing campaign's report.html to a full, coloured, non-blank PNG."""
     png = tmp_path / "report.png"
-    proc = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            f"--screenshot={png}",
-            "--window-size=1400,2000",
-            (failing_run / "report.html").resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert png.exists(), proc.stderr[-2000:]
-    keep = os.environ.get("CRASH_HARNESS_SCREENSHOT_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(png, Path(keep) / "report.png")
+    page = (failing_run / "report.html").resolve().as_uri()
+    stderr = screenshot(page, png, size=(1400, 2000), profile=tmp_path / "profile")
+    assert png.exists(), stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 50_000
     size, colours, inked, red = _png_stats(png)

@@ -156,7 +156,7 @@ def _build(core: ProviderApp, options: Mapping[str, Any]) -> Orders:
 
 SPEC = PresetSpec(
     name="orders",
-    models="PayPal-like orders API (PayPal-Request-Id, 6 h up to 72 h, 409 while in flight)",
+    models="PayPal-like orders API (PayPal-Request-Id, 409 while in flight)",
     options=(
         seconds(
             "window_s",

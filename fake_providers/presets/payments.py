@@ -180,7 +180,7 @@ def _build(core: ProviderApp, options: Mapping[str, Any]) -> Payments:
 
 SPEC = PresetSpec(
     name="payments",
-    models="Stripe-like payments API (Idempotency-Key, 24 h, replayed replies, lookup by key)",
+    models="Stripe-like payments API (Idempotency-Key, replayed replies, lookup by key)",
     options=(
         seconds("window_s", default=86_400, help="how long a key is remembered"),
         switch("lookup", default=True, help="serve GET /v1/messages?idempotency_key="),

@@ -151,7 +151,7 @@ def _build(core: ProviderApp, options: Mapping[str, Any]) -> QueueFifo:
 
 SPEC = PresetSpec(
     name="queue-fifo",
-    models="SQS FIFO-like queue (MessageDeduplicationId, 5 min, no lookup)",
+    models="SQS FIFO-like queue (MessageDeduplicationId, no lookup)",
     options=(
         seconds("window_s", default=300, help="deduplication interval"),
         switch(

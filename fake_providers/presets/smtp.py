@@ -15,6 +15,9 @@ Follows plain SMTP (RFC 5321) with SMTP AUTH (RFC 4954, mechanisms PLAIN and LOG
 - Attribution: destination = the recipient; run_id and delivery_id from the ``X-Run-Id``
   and ``X-Delivery-Id`` headers; recognizer from ``X-Recognizer`` or else the first
   ``ch-<12 hex>`` in the message.
+- The whole message is kept: the DATA bytes as received (the log's ``request``, shown raw
+  on the browse page) and, for the mailbox, its text, its HTML part and every MIME part's
+  type and file name.
 - After a timeout the sender can only search the mailbox: ``GET /v1/mailbox?to=&q=``
   over HTTP (bearer = the same secret; only recipients in the caller's scope).
 - Faults act on DATA: ``accept_then_drop`` records the mail and closes the connection
@@ -27,8 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email
-import email.policy
 import json
 import logging
 import socket
@@ -53,6 +54,7 @@ from fake_providers._app import (
 )
 from fake_providers._credentials import Credential, find_credential
 from fake_providers._errors import ProviderError
+from fake_providers._mail import mime_parts, parse_mail, text_of
 from fake_providers._options import integer
 
 if TYPE_CHECKING:
@@ -70,15 +72,6 @@ def _header(message: EmailMessage, name: str) -> str | None:
     """A header as a plain string (the email package returns str subclasses), or None."""
     value = message.get(name)
     return None if value is None else str(value)
-
-
-def _text_of(message: EmailMessage) -> str:
-    body = message.get_body(preferencelist=("plain", "html"))
-    if body is None:
-        return ""
-    with contextlib.suppress(LookupError, ValueError):
-        return str(body.get_content())
-    return ""
 
 
 class Smtp(Preset):
@@ -201,14 +194,15 @@ class Smtp(Preset):
         credential = session.auth_data
         assert isinstance(credential, Credential)
         raw = envelope.original_content or b""
-        message = email.message_from_bytes(raw, policy=email.policy.default)
-        assert isinstance(message, EmailMessage)
+        message = parse_mail(raw)
         text = raw.decode("utf-8", errors="replace")
         content = json.dumps(
             {
                 "from": envelope.mail_from,
                 "subject": str(message.get("Subject", "")),
-                "text": _text_of(message),
+                "text": text_of(message),
+                "html": text_of(message, ("html",)) or None,
+                "parts": mime_parts(message),
                 "headers": {k: str(v) for k, v in message.items()},
             },
             separators=(",", ":"),
@@ -222,6 +216,7 @@ class Smtp(Preset):
                 idempotency_key=_header(message, "Message-ID"),
                 payload_hash=payload_hash(raw),
                 recognizer=_header(message, "X-Recognizer") or find_recognizer(text),
+                sent=raw,
             )
             for rcpt in envelope.rcpt_tos
         ]
@@ -305,6 +300,10 @@ class Smtp(Preset):
                     "from": stored.get("from"),
                     "subject": stored.get("subject"),
                     "text": stored.get("text"),
+                    "html": stored.get("html"),
+                    "attachments": [
+                        p["filename"] for p in stored.get("parts", []) if p.get("filename")
+                    ],
                     "headers": stored.get("headers", {}),
                     "run_id": effect.run_id,
                     "delivery_id": effect.delivery_id,
