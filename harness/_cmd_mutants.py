@@ -430,6 +430,7 @@ def mutants(
         json_path.write_text(json.dumps(matrix.to_json(), indent=2) + "\n")
         click.echo(f"matrix: {json_path}")
     if keep_workdir:
-        _scratch.keep(workdir)
-        click.echo(f"work dir kept: {workdir}")
+        from harness.cli import echo_kept
+
+        echo_kept(workdir)
     sys.exit(matrix.exit_status())

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from harness import _cli_values
+from harness import _cli_values, _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
 from harness.invariants._model import NOT_JUDGED
@@ -100,7 +100,7 @@ def stop_interrupted(
 ) -> NoReturn:
     """After Ctrl-C or SIGTERM: say so, write a partial report of the cases that finished,
     keep the work dir and say where both are; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
-    from harness import _scratch, report
+    from harness import report
     from harness.campaign import CampaignResult
 
     why, status = interruption(exc)
@@ -115,9 +115,28 @@ def stop_interrupted(
         paths = report.write_all(data, report_dir)
         click.echo(f"partial report ({len(done)} case(s)): {paths['json']}", err=True)
     if workdir is not None and workdir.exists():
-        _scratch.keep(workdir)
-        click.echo(f"work dir kept: {workdir}", err=True)
+        from harness.cli import echo_kept
+
+        echo_kept(workdir, err=True)
     sys.exit(status)
+
+
+def settle_workdir(result: Any, data: dict[str, Any], outcome: Any, *, keep: bool) -> None:
+    """Once the run is judged: a run that met its expectation (an expected violation
+    included) drops its work dir unless ``--keep-workdir`` asked for it, since nobody will
+    look into a green run; any other kept dir is named, and older kept ones pruned."""
+    import shutil
+
+    from harness.cli import echo_kept
+
+    if result.workdir is None:
+        return
+    if outcome.status == ExitStatus.PASSED and not keep:
+        shutil.rmtree(result.workdir, ignore_errors=True)
+        result.workdir = None
+        data["workdir"] = None
+        return
+    echo_kept(result.workdir)
 
 
 def _execute(
@@ -158,6 +177,7 @@ def _execute(
 
     try:
         _cli_values.report_dir(report_dir)
+        _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         mode = mode or scenario.mode
@@ -238,8 +258,7 @@ def _execute(
         agree = sum(1 for s in sample if s["agree"])
         click.echo(f"determinism sample: {agree}/{len(sample)} reruns agree")
     echo_gaps(outcome.gaps)
-    if result.workdir is not None:
-        click.echo(f"work dir kept: {result.workdir}")
+    settle_workdir(result, data, outcome, keep=keep)
     click.echo(outcome.message)
     paths = report.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
@@ -393,6 +412,7 @@ def explore_cmd(
                 " runs N searches side by side)"
             )
         _cli_values.report_dir(report_dir)
+        _scratch.kept_limit()
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         click.echo(
@@ -443,6 +463,7 @@ def explore_cmd(
         **reach,
     }
     outcome, data = judge_report(scenario, result, "explore")
+    settle_workdir(result, data, outcome, keep=keep)
     click.echo(f"{runs} schedules in {elapsed:.1f}s ({rate:.1f}/s)")
     if reach["boundaries_unreached"]:
         click.echo("never reached: " + ", ".join(reach["boundaries_unreached"]))

@@ -231,6 +231,7 @@ def certify(
     resumed: ResumePlan | None = None
     try:
         _cli_values.report_dir(report_dir)
+        _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
         if resume_path is not None:
             given_system = ctx.get_parameter_source("system_name") is not ParameterSource.DEFAULT
             resumed = plan_resume(
@@ -343,8 +344,7 @@ def certify(
         click.echo("never reached: " + ", ".join(summary["boundaries_uncovered"]))
     echo_gaps(outcome.gaps)
     if live.workdir is not None:
-        _scratch.keep(live.workdir)
-        click.echo(f"work dir kept: {live.workdir}")
+        echo_kept(live.workdir)
     click.echo(f"report: {paths['json']} and {paths['md']}")
     click.echo(f"also: {paths['junit']} (JUnit) and {paths['html']}")
     sys.exit(outcome.status)
@@ -363,6 +363,35 @@ def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
         click.echo(f"  - {line}")
     if len(gaps) > shown:
         click.echo(f"  ... and {len(gaps) - shown} more (see the report)")
+
+
+def echo_kept(workdir: Path, *, err: bool = False) -> None:
+    """Keep a run's work dir, say where it is, and remove the kept dirs of finished runs
+    beyond the newest few (saying how many): failing runs must not fill the scratch tmpfs."""
+    from harness import _scratch
+
+    removed = _scratch.keep_and_prune(workdir)
+    click.echo(f"work dir kept: {workdir}", err=err)
+    if removed:
+        freed = sum(r.bytes for r in removed)
+        click.echo(
+            f"removed {len(removed)} older kept work dir(s) ({format_bytes(freed)}): the newest"
+            f" {_scratch.kept_limit()} stay ({_scratch.KEEP_ENV});"
+            " `crash-harness clean --kept` removes them all",
+            err=err,
+        )
+
+
+def format_bytes(count: int) -> str:
+    """A byte count as a person reads it (``clean`` and the kept-dir line say what they freed)."""
+    if count < 1024:
+        return f"{count} bytes"
+    size = count / 1024
+    for unit in ("KB", "MB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 @main.command()
