@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from harness import _cli_values, _scratch
+from harness import _cli_values, _complete, _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
 from harness.invariants._model import NOT_JUDGED
@@ -266,7 +266,7 @@ def _execute(
 
 
 _common: list[Callable[[Any], Any]] = [
-    click.argument("scenario_name", metavar="SCENARIO"),
+    click.argument("scenario_name", metavar="SCENARIO", shell_complete=_complete.complete_scenario),
     click.option(
         "--seed", type=_cli_values.SEED, default=None, help="Workload seed (default: the file's)."
     ),
@@ -276,6 +276,7 @@ _common: list[Callable[[Any], Any]] = [
         type=click.Path(path_type=Path),
         default=Path("reports"),
         show_default=True,
+        help="Where report.json, report.md, report.xml (JUnit) and report.html are written.",
     ),
     click.option("--keep-workdir", "keep", is_flag=True, help="Keep ledgers, traces and logs."),
     click.option(
@@ -306,7 +307,13 @@ _determinism = click.option(
 
 @click.command("run")
 @_with_common
-@click.option("--case", "only", multiple=True, help="Run only these case ids.")
+@click.option(
+    "--case",
+    "only",
+    multiple=True,
+    help="Run only these case ids (repeatable).",
+    shell_complete=_complete.complete_case,
+)
 @_determinism
 def run_cmd(**options: Any) -> None:
     """Run a scenario file (a path, or the name of a built-in) as it is written."""
@@ -324,7 +331,14 @@ def sweep_cmd(**options: Any) -> None:
 
 @click.command("replay")
 @_with_common
-@click.option("--case", "only", multiple=True, required=True, help="The case id to rerun.")
+@click.option(
+    "--case",
+    "only",
+    multiple=True,
+    required=True,
+    help="The case id to rerun.",
+    shell_complete=_complete.complete_case,
+)
 def replay_cmd(**options: Any) -> None:
     """Rerun one case (or schedule) of a scenario exactly, from its seed and id."""
     _execute(**options)
@@ -372,7 +386,13 @@ def scenarios_check(files: tuple[Path, ...]) -> None:
     show_default=True,
     help="How many schedules Hypothesis may try.",
 )
-@click.option("--max-steps", type=click.IntRange(1, 6), default=3, show_default=True)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(1, 6),
+    default=3,
+    show_default=True,
+    help="The most fault steps one drawn schedule may hold (crash, pause, jump, ...).",
+)
 @click.option(
     "--examples-dir",
     type=click.Path(path_type=Path),

@@ -16,7 +16,7 @@ from types import FrameType
 
 import click
 
-from harness import __version__, _cli_values
+from harness import __version__, _cli_values, _complete
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -28,6 +28,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "harness._cmd_clean",
         "clean_cmd",
         "Remove work dirs, cgroups and case schemas of runs that are...",
+    ),
+    "completion": (
+        "harness._complete",
+        "completion_cmd",
+        "Print the shell completion script for SHELL (bash, zsh or fish).",
     ),
     "explore": (
         "harness._cmd_scenario",
@@ -95,7 +100,10 @@ class _LazyGroup(click.Group):
             assert isinstance(command, click.Command), cmd_name
             assert command.name == cmd_name, cmd_name
             self.add_command(command)
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            give_version(command)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
@@ -110,6 +118,36 @@ class _LazyGroup(click.Group):
                 rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _print_version(
+    ctx: click.Context,
+    param: click.Parameter,
+    value: bool,  # noqa: FBT001 - click passes it positionally
+) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"crash-harness, version {__version__}")
+        ctx.exit()
+
+
+def give_version(command: click.Command) -> None:
+    """Give ``command`` and every sub-command under it a ``--version`` (as the top level has):
+    a user pasting ``crash-harness certify ... --version`` into a bug report gets the version,
+    not "no such option". Done where commands are looked up, so lazy ones get it too."""
+    if not any(p.name == "version" for p in command.params):
+        command.params.append(
+            click.Option(
+                ["--version"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_print_version,
+                help="Show the version and exit.",
+            )
+        )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            give_version(sub)
 
 
 def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -132,6 +170,7 @@ def main() -> None:
     default="reference",
     show_default=True,
     help="'reference', 'mutant:NAME', an importable 'module:attr' System, or 'cmd:COMMAND'.",
+    shell_complete=_complete.complete_system,
 )
 @click.option(
     "--system-cmd",
@@ -162,6 +201,7 @@ def main() -> None:
     "case_ids",
     multiple=True,
     help="Run only this case id (repeatable), e.g. 'crash@after_claim#1'.",
+    shell_complete=_complete.complete_case,
 )
 @click.option(
     "--report-dir",
