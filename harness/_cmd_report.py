@@ -158,6 +158,8 @@ def _to_stdout(fmt: str, out_path: Path | None, report_dir: Path | None) -> bool
 def merge_command(*, shard_paths: tuple[Path, ...], out_path: Path, allow_partial: bool) -> None:
     """Merge the report.json of every shard (--shard i/n) of one campaign into one report.
 
+    SHARD.json... are the shards' reports, in any order.
+
     Cases come back in the unsharded plan's order; summary, coverage and verdict are
     recomputed over all of them. Exits as the command that wrote the shards would have on
     the whole campaign (3 at best when --allow-partial merged an incomplete set).

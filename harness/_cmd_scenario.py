@@ -316,7 +316,11 @@ _determinism = click.option(
 )
 @_determinism
 def run_cmd(**options: Any) -> None:
-    """Run a scenario file (a path, or the name of a built-in) as it is written."""
+    """Run a scenario file (a path, or the name of a built-in) as it is written.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     _execute(**options)
 
 
@@ -325,7 +329,11 @@ def run_cmd(**options: Any) -> None:
 @click.option("--depth", type=click.IntRange(1, 2), default=None, help="2: crash recoveries too.")
 @_determinism
 def sweep_cmd(**options: Any) -> None:
-    """Dry-run a scenario, then crash at every (boundary, hit) it reached."""
+    """Dry-run a scenario, then crash at every (boundary, hit) it reached.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     _execute(mode="sweep", **options)
 
 
@@ -340,7 +348,11 @@ def sweep_cmd(**options: Any) -> None:
     shell_complete=_complete.complete_case,
 )
 def replay_cmd(**options: Any) -> None:
-    """Rerun one case (or schedule) of a scenario exactly, from its seed and id."""
+    """Rerun one case (or schedule) of a scenario exactly, from its seed and id.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     _execute(**options)
 
 
@@ -363,7 +375,10 @@ def scenarios_list() -> None:
 @scenarios_group.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def scenarios_check(files: tuple[Path, ...]) -> None:
-    """Validate scenario files: syntax, keys, systems, faults and boundaries."""
+    """Validate scenario files: syntax, keys, systems, faults and boundaries.
+
+    FILES are the scenario files (TOML) to check; each gets one line, ok or its error.
+    """
     from harness import scenario as scenario_mod
 
     bad = 0
@@ -413,7 +428,11 @@ def explore_cmd(
     max_steps: int,
     examples_dir: Path,
 ) -> None:
-    """Let Hypothesis search fault schedules against real processes and shrink any failure."""
+    """Let Hypothesis search fault schedules against real processes and shrink any failure.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     import time
 
     from harness import report

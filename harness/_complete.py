@@ -123,7 +123,7 @@ def _script(shell: str) -> str:
 @click.command("completion")
 @click.argument("shell", type=click.Choice(SHELLS))
 def completion_cmd(shell: str) -> None:
-    """Print the shell completion script for SHELL (bash, zsh or fish).
+    """Print the completion script for SHELL: bash, zsh or fish.
 
     \b
     bash:  eval "$(crash-harness completion bash)"        (in ~/.bashrc)

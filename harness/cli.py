@@ -32,7 +32,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "completion": (
         "harness._complete",
         "completion_cmd",
-        "Print the shell completion script for SHELL (bash, zsh or fish).",
+        "Print the completion script for SHELL: bash, zsh or fish.",
     ),
     "explore": (
         "harness._cmd_scenario",
