@@ -133,7 +133,7 @@ def test_the_lists_are_the_engines_own() -> None:
 
     assert _complete.scenario_names() == sorted(p.stem for p in scenario.builtin_paths())
     assert _complete.mutant_names() == sorted(CATALOGUE)
-    assert _complete.FAULT_KINDS == {k: v.needs_boundary for k, v in FAULTS.items()}
+    assert {k: v.needs_boundary for k, v in FAULTS.items()} == _complete.FAULT_KINDS
     ids = _complete.case_ids()
     assert {f"crash@{b}#1" for b in BOUNDARIES} <= set(ids)
 
