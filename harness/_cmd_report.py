@@ -132,7 +132,11 @@ def _to_stdout(fmt: str, out_path: Path | None, report_dir: Path | None) -> bool
     file."""
     if out_path is not None or report_dir is not None:
         return False
-    return fmt != "html" or not sys.stdout.isatty()
+    return fmt != "html" or not _stdout_is_terminal()
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
 
 
 @report_group.command("merge")
