@@ -11,13 +11,15 @@ stay as cheap as ``--version``.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from click.shell_completion import CompletionItem
 
 from harness.names import BOUNDARIES
+
+if TYPE_CHECKING:  # imported by each callback: --version and --help never need them
+    from click.shell_completion import CompletionItem
 
 #: the environment variable click's completion scripts set (``_<PROG>_COMPLETE``)
 COMPLETE_ENV = "_CRASH_HARNESS_COMPLETE"
@@ -44,6 +46,8 @@ FAULT_KINDS: dict[str, bool] = {
 
 
 def _package_dir(name: str) -> Path:
+    from importlib import resources
+
     return Path(str(resources.files("harness") / name))
 
 
@@ -75,6 +79,8 @@ def complete_scenario(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """A built-in scenario's name; a path to one's own file when that is what is typed."""
+    from click.shell_completion import CompletionItem
+
     names = [CompletionItem(n) for n in scenario_names() if n.startswith(incomplete)]
     if not names or "/" in incomplete or incomplete.startswith((".", "~")):
         names.append(CompletionItem(incomplete, type="file"))
@@ -85,6 +91,8 @@ def complete_mutant(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """A mutant's name (``mutants --only NAME``)."""
+    from click.shell_completion import CompletionItem
+
     return [CompletionItem(n) for n in mutant_names() if n.startswith(incomplete)]
 
 
@@ -93,6 +101,8 @@ def complete_system(
 ) -> list[CompletionItem]:
     """``reference`` or ``mutant:NAME`` (an importable ``module:attr`` or ``cmd:COMMAND`` is
     the user's own, nothing to list)."""
+    from click.shell_completion import CompletionItem
+
     values = ["reference", *(f"mutant:{n}" for n in mutant_names())]
     return [CompletionItem(v) for v in values if v.startswith(incomplete)]
 
@@ -101,6 +111,8 @@ def complete_case(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """A case id; after a ``+``, the next step of a schedule (``crash@X#1+crash@Y#1``)."""
+    from click.shell_completion import CompletionItem
+
     head, plus, tail = incomplete.rpartition("+")
     prefix = head + plus
     return [
