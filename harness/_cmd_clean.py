@@ -21,17 +21,24 @@ from harness.errors import ExitStatus
     help="Also drop the case schemas killed runs left in this PostgreSQL database.",
 )
 @click.option(
-    "--kept", is_flag=True, help="Also remove work dirs kept on purpose by finished runs."
+    "--kept",
+    is_flag=True,
+    help="Also remove work dirs kept on purpose by finished runs (failures, --keep-workdir);"
+    " a live run's are never touched.",
 )
 def clean_cmd(*, db_url: str | None, kept: bool) -> None:
     """Remove work dirs, cgroups and case schemas of runs that are gone."""
     from harness import _db, _scratch, _tree
+    from harness.cli import format_bytes
     from harness.errors import BadInputError
     from harness.supervisor import CGROUP_PREFIX
 
     removed = _scratch.sweep_stale(kept_too=kept)
-    for path in removed:
-        click.echo(f"removed work dir {path}")
+    for path, size in removed:
+        click.echo(f"removed work dir {path} ({format_bytes(size)})")
+    if removed:
+        freed = sum(r.bytes for r in removed)
+        click.echo(f"removed {len(removed)} work dir(s), {format_bytes(freed)} freed")
     base = _tree.cgroup2_base()
     groups = _tree.sweep_stale(base, CGROUP_PREFIX) if base is not None else []
     for group in groups:
@@ -51,4 +58,11 @@ def clean_cmd(*, db_url: str | None, kept: bool) -> None:
             click.echo(f"dropped schema {name}")
     if not (removed or groups or schemas):
         click.echo("nothing left behind")
+    if not kept:
+        left = _scratch.kept_dirs()
+        if left:
+            click.echo(
+                f"{len(left)} kept work dir(s) of finished runs stay in {left[0].parent};"
+                " --kept removes them too"
+            )
     sys.exit(ExitStatus.PASSED)

@@ -163,7 +163,10 @@ def resolve(
     schema: str | None,
     operator_name: str | None,
 ) -> None:
-    """Settle a delivery in review (or unknown) as delivered or failed, with an audit record."""
+    """Settle a delivery in review (or unknown) as delivered or failed, with an audit record.
+
+    DELIVERY_ID is the delivery's id as `crash-harness ledger status` lists it.
+    """
     from harness import operator
 
     who = operator_name or _login()

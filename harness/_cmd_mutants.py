@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from harness import _cli_values, _scratch
+from harness import _cli_values, _complete, _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 
 if TYPE_CHECKING:
@@ -336,6 +336,7 @@ def _print_rich(matrix: Matrix) -> bool:
     multiple=True,
     metavar="NAME",
     help="Run only this mutant (repeatable); the reference always runs.",
+    shell_complete=_complete.complete_mutant,
 )
 @click.option(
     "--case",
@@ -343,6 +344,7 @@ def _print_rich(matrix: Matrix) -> bool:
     multiple=True,
     help="Run only this case id for every system (repeatable) instead of the certify campaign;"
     " catching scenarios still run their own cases.",
+    shell_complete=_complete.complete_case,
 )
 @click.option(
     "--json",
@@ -430,6 +432,7 @@ def mutants(
         json_path.write_text(json.dumps(matrix.to_json(), indent=2) + "\n")
         click.echo(f"matrix: {json_path}")
     if keep_workdir:
-        _scratch.keep(workdir)
-        click.echo(f"work dir kept: {workdir}")
+        from harness.cli import echo_kept
+
+        echo_kept(workdir)
     sys.exit(matrix.exit_status())

@@ -36,9 +36,20 @@ def report_group() -> None:
     """Render a saved report in another format, or merge shard reports.
 
     \b
+    crash-harness report REPORT.json                    (writes .html, .md, .xml beside it)
     crash-harness report REPORT.json --format md        (short for: report render ...)
     crash-harness report merge SHARD.json... --out merged.json
     """
+
+
+#: what ``report REPORT.json`` writes when no --format is given: every rendering (the JSON
+#: is the input; it is copied only into another directory)
+DEFAULT_SET = ("html", "md", "junit")
+#: file suffix per format: ``X.json`` renders to ``X.html``, ``X.md``, ``X.xml``, so
+#: ``report.json`` gets the names ``certify`` gives its files
+SUFFIXES = {"html": ".html", "md": ".md", "junit": ".xml", "json": ".json"}
+#: ``--out -``: standard output, asked for explicitly
+STDOUT = Path("-")
 
 
 @report_group.command(RENDER)
@@ -47,33 +58,85 @@ def report_group() -> None:
     "--format",
     "fmt",
     type=click.Choice(FORMATS),
-    default="html",
-    show_default=True,
-    help="What to render: html (one self-contained page), md (CI step summary), junit (XML),"
-    " json (the validated report itself).",
+    default=None,
+    help="Render only this: html (one self-contained page), md (CI step summary), junit"
+    " (XML), json (the validated report itself). Default: html, md and junit, as files.",
 )
 @click.option(
     "--out",
     "out_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
     default=None,
-    help="Write here (atomically) instead of to standard output.",
+    help="Write this one file (atomically; the format follows its suffix unless --format is"
+    " given), or '-' for standard output.",
 )
-def report_command(report_path: Path, fmt: str, out_path: Path | None) -> None:
-    """Render REPORT.json (schema crash-harness/report/v1) in another format."""
+@click.option(
+    "--report-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Write the files into this directory (default: the one REPORT.json is in).",
+)
+def report_command(
+    report_path: Path, fmt: str | None, out_path: Path | None, report_dir: Path | None
+) -> None:
+    """Render REPORT.json (schema crash-harness/report/v1) in another format.
+
+    Without --format it writes REPORT.html, REPORT.md and REPORT.xml beside REPORT.json (or
+    into --report-dir) and prints their paths; HTML is never poured onto a terminal.
+    `--format md` prints to standard output, and so does `--format html` when the output
+    is a pipe or `--out -` is given.
+    """
     from harness import reports
 
     try:
+        if out_path is not None and report_dir is not None:
+            raise BadInputError("give --out (one file) or --report-dir (every format), not both")
+        if out_path is not None and out_path != STDOUT and fmt is None:
+            fmt = _format_of(out_path)
         data = reports.load_report(report_path)
-        text = reports.RENDERERS[fmt](data)
+        if fmt is not None and (out_path == STDOUT or _to_stdout(fmt, out_path, report_dir)):
+            click.echo(reports.RENDERERS[fmt](data), nl=False)
+            return
+        if out_path is not None:
+            assert fmt is not None
+            reports.write_atomic(out_path, reports.RENDERERS[fmt](data))
+            click.echo(f"{fmt}: {out_path}", err=True)
+            return
+        where = report_dir if report_dir is not None else report_path.parent
+        chosen = [fmt] if fmt is not None else list(DEFAULT_SET)
+        if fmt is None and where.absolute() != report_path.parent.absolute():
+            chosen.append("json")  # a directory of its own holds the whole report
+        for name in chosen:
+            path = where / (report_path.stem + SUFFIXES[name])
+            reports.write_atomic(path, reports.RENDERERS[name](data))
+            click.echo(f"{name}: {path}")
     except BadInputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
-    if out_path is None:
-        click.echo(text, nl=False)
-        return
-    reports.write_atomic(out_path, text)
-    click.echo(f"{fmt}: {out_path}", err=True)
+
+
+def _format_of(path: Path) -> str:
+    """The format an --out file's suffix names (``report.xml`` is JUnit)."""
+    for name, suffix in SUFFIXES.items():
+        if path.suffix == suffix:
+            return name
+    raise BadInputError(
+        f"--out {path}: cannot tell the format from {path.suffix or 'no suffix'!r};"
+        f" give --format ({', '.join(FORMATS)})"
+    )
+
+
+def _to_stdout(fmt: str, out_path: Path | None, report_dir: Path | None) -> bool:
+    """Whether one explicitly chosen format goes to standard output: when no file was named,
+    except HTML on a terminal (1.5 MB of markup nobody can read there), which becomes a
+    file."""
+    if out_path is not None or report_dir is not None:
+        return False
+    return fmt != "html" or not _stdout_is_terminal()
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
 
 
 @report_group.command("merge")
@@ -98,6 +161,8 @@ def report_command(report_path: Path, fmt: str, out_path: Path | None) -> None:
 )
 def merge_command(*, shard_paths: tuple[Path, ...], out_path: Path, allow_partial: bool) -> None:
     """Merge the report.json of every shard (--shard i/n) of one campaign into one report.
+
+    SHARD.json... are the shards' reports, in any order.
 
     Cases come back in the unsharded plan's order; summary, coverage and verdict are
     recomputed over all of them. Exits as the command that wrote the shards would have on

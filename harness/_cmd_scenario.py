@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from harness import _cli_values
+from harness import _cli_values, _complete, _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
 from harness.invariants._model import NOT_JUDGED
@@ -100,7 +100,7 @@ def stop_interrupted(
 ) -> NoReturn:
     """After Ctrl-C or SIGTERM: say so, write a partial report of the cases that finished,
     keep the work dir and say where both are; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
-    from harness import _scratch, report
+    from harness import report
     from harness.campaign import CampaignResult
 
     why, status = interruption(exc)
@@ -115,9 +115,28 @@ def stop_interrupted(
         paths = report.write_all(data, report_dir)
         click.echo(f"partial report ({len(done)} case(s)): {paths['json']}", err=True)
     if workdir is not None and workdir.exists():
-        _scratch.keep(workdir)
-        click.echo(f"work dir kept: {workdir}", err=True)
+        from harness.cli import echo_kept
+
+        echo_kept(workdir, err=True)
     sys.exit(status)
+
+
+def settle_workdir(result: Any, data: dict[str, Any], outcome: Any, *, keep: bool) -> None:
+    """Once the run is judged: a run that met its expectation (an expected violation
+    included) drops its work dir unless ``--keep-workdir`` asked for it, since nobody will
+    look into a green run; any other kept dir is named, and older kept ones pruned."""
+    import shutil
+
+    from harness.cli import echo_kept
+
+    if result.workdir is None:
+        return
+    if outcome.status == ExitStatus.PASSED and not keep:
+        shutil.rmtree(result.workdir, ignore_errors=True)
+        result.workdir = None
+        data["workdir"] = None
+        return
+    echo_kept(result.workdir)
 
 
 def _execute(
@@ -158,6 +177,7 @@ def _execute(
 
     try:
         _cli_values.report_dir(report_dir)
+        _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         mode = mode or scenario.mode
@@ -238,8 +258,7 @@ def _execute(
         agree = sum(1 for s in sample if s["agree"])
         click.echo(f"determinism sample: {agree}/{len(sample)} reruns agree")
     echo_gaps(outcome.gaps)
-    if result.workdir is not None:
-        click.echo(f"work dir kept: {result.workdir}")
+    settle_workdir(result, data, outcome, keep=keep)
     click.echo(outcome.message)
     paths = report.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
@@ -247,7 +266,7 @@ def _execute(
 
 
 _common: list[Callable[[Any], Any]] = [
-    click.argument("scenario_name", metavar="SCENARIO"),
+    click.argument("scenario_name", metavar="SCENARIO", shell_complete=_complete.complete_scenario),
     click.option(
         "--seed", type=_cli_values.SEED, default=None, help="Workload seed (default: the file's)."
     ),
@@ -257,6 +276,7 @@ _common: list[Callable[[Any], Any]] = [
         type=click.Path(path_type=Path),
         default=Path("reports"),
         show_default=True,
+        help="Where report.json, report.md, report.xml (JUnit) and report.html are written.",
     ),
     click.option("--keep-workdir", "keep", is_flag=True, help="Keep ledgers, traces and logs."),
     click.option(
@@ -287,10 +307,20 @@ _determinism = click.option(
 
 @click.command("run")
 @_with_common
-@click.option("--case", "only", multiple=True, help="Run only these case ids.")
+@click.option(
+    "--case",
+    "only",
+    multiple=True,
+    help="Run only these case ids (repeatable).",
+    shell_complete=_complete.complete_case,
+)
 @_determinism
 def run_cmd(**options: Any) -> None:
-    """Run a scenario file (a path, or the name of a built-in) as it is written."""
+    """Run a scenario file (a path, or the name of a built-in) as it is written.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     _execute(**options)
 
 
@@ -299,15 +329,30 @@ def run_cmd(**options: Any) -> None:
 @click.option("--depth", type=click.IntRange(1, 2), default=None, help="2: crash recoveries too.")
 @_determinism
 def sweep_cmd(**options: Any) -> None:
-    """Dry-run a scenario, then crash at every (boundary, hit) it reached."""
+    """Dry-run a scenario, then crash at every (boundary, hit) it reached.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     _execute(mode="sweep", **options)
 
 
 @click.command("replay")
 @_with_common
-@click.option("--case", "only", multiple=True, required=True, help="The case id to rerun.")
+@click.option(
+    "--case",
+    "only",
+    multiple=True,
+    required=True,
+    help="The case id to rerun.",
+    shell_complete=_complete.complete_case,
+)
 def replay_cmd(**options: Any) -> None:
-    """Rerun one case (or schedule) of a scenario exactly, from its seed and id."""
+    """Rerun one case (or schedule) of a scenario exactly, from its seed and id.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     _execute(**options)
 
 
@@ -330,7 +375,10 @@ def scenarios_list() -> None:
 @scenarios_group.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def scenarios_check(files: tuple[Path, ...]) -> None:
-    """Validate scenario files: syntax, keys, systems, faults and boundaries."""
+    """Validate scenario files: syntax, keys, systems, faults and boundaries.
+
+    FILES are the scenario files (TOML) to check; each gets one line, ok or its error.
+    """
     from harness import scenario as scenario_mod
 
     bad = 0
@@ -353,7 +401,13 @@ def scenarios_check(files: tuple[Path, ...]) -> None:
     show_default=True,
     help="How many schedules Hypothesis may try.",
 )
-@click.option("--max-steps", type=click.IntRange(1, 6), default=3, show_default=True)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(1, 6),
+    default=3,
+    show_default=True,
+    help="The most fault steps one drawn schedule may hold (crash, pause, jump, ...).",
+)
 @click.option(
     "--examples-dir",
     type=click.Path(path_type=Path),
@@ -374,7 +428,11 @@ def explore_cmd(
     max_steps: int,
     examples_dir: Path,
 ) -> None:
-    """Let Hypothesis search fault schedules against real processes and shrink any failure."""
+    """Let Hypothesis search fault schedules against real processes and shrink any failure.
+
+    SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
+    scenario file (TOML).
+    """
     import time
 
     from harness import report
@@ -393,6 +451,7 @@ def explore_cmd(
                 " runs N searches side by side)"
             )
         _cli_values.report_dir(report_dir)
+        _scratch.kept_limit()
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         click.echo(
@@ -443,6 +502,7 @@ def explore_cmd(
         **reach,
     }
     outcome, data = judge_report(scenario, result, "explore")
+    settle_workdir(result, data, outcome, keep=keep)
     click.echo(f"{runs} schedules in {elapsed:.1f}s ({rate:.1f}/s)")
     if reach["boundaries_unreached"]:
         click.echo("never reached: " + ", ".join(reach["boundaries_unreached"]))

@@ -11,10 +11,12 @@ fixed one).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from harness import _owner
 
@@ -40,6 +42,19 @@ PREFIX = "crash-harness-"
 OWNER_FILE = ".crash-harness-owner"
 #: in a work dir the harness kept on purpose (a failing run, --keep-workdir): never swept
 KEPT_FILE = ".crash-harness-kept"
+#: environment variable: how many kept work dirs stay (the newest); older ones of finished
+#: runs are removed whenever a run keeps another
+KEEP_ENV = "CRASH_HARNESS_KEEP_WORKDIRS"
+#: how many kept work dirs stay when ``KEEP_ENV`` is unset: enough to compare the last few
+#: failures, few enough that a tmpfs (RAM) is not filled by a day of red runs
+DEFAULT_KEPT = 5
+
+
+class Removed(NamedTuple):
+    """A work dir removed, and what it held (so ``clean`` can say what it freed)."""
+
+    path: Path
+    bytes: int
 
 
 def make_workdir(prefix: str = PREFIX) -> Path:
@@ -56,27 +71,93 @@ def keep(path: Path) -> None:
         (path / KEPT_FILE).write_text("kept: named in the run's output and report\n")
 
 
-def sweep_stale(*, kept_too: bool = False) -> list[Path]:
+def kept_limit() -> int:
+    """How many kept work dirs stay (``CRASH_HARNESS_KEEP_WORKDIRS``, default 5).
+
+    Read before a run starts, so a misspelt value is refused as bad input instead of being
+    found only when the run ends and wants to keep its work dir."""
+    from harness.errors import BadInputError
+
+    raw = os.environ.get(KEEP_ENV, "").strip()
+    if not raw:
+        return DEFAULT_KEPT
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = -1
+    if limit < 1:
+        raise BadInputError(f"{KEEP_ENV}: expected a whole number of at least 1, found {raw!r}")
+    return limit
+
+
+def keep_and_prune(path: Path, *, limit: int | None = None) -> list[Removed]:
+    """Keep ``path`` and remove the kept work dirs beyond the newest ``limit`` (``path``
+    included), so failing runs cannot fill the scratch tmpfs. Only dirs whose maker is
+    provably gone are removed: a live run's dir (this run's own, a parallel run's) is never
+    touched, whatever its age. Returns what was removed."""
+    keep(path)
+    limit = kept_limit() if limit is None else limit
+    kept = [(p, _kept_at(p)) for p in _ours() if (p / KEPT_FILE).exists()]
+    kept.sort(key=lambda item: (item[0] != path, -item[1]))  # this run's first, then newest
+    removed: list[Removed] = []
+    for older, _ in kept[limit:]:
+        if _maker_gone(older):
+            removed.append(_remove(older))
+    return removed
+
+
+def sweep_stale(*, kept_too: bool = False) -> list[Removed]:
     """Remove the work dirs that runs killed before they could clean up left behind (their
     maker is provably gone); with ``kept_too``, also the ones kept on purpose. Returns them."""
-    root = Path(scratch_root() or tempfile.gettempdir())
-    removed: list[Path] = []
-    try:
-        candidates = [p for p in root.iterdir() if p.name.startswith(PREFIX) and p.is_dir()]
-    except OSError:
-        return removed
-    for path in candidates:
-        try:
-            owner = _owner.parse((path / OWNER_FILE).read_text())
-        except OSError:
-            continue  # not ours to prove: never removed
-        if owner is None or not _owner.is_gone(owner):
+    removed: list[Removed] = []
+    for path in _ours():
+        if not _maker_gone(path):
             continue
         if (path / KEPT_FILE).exists() and not kept_too:
             continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
+        removed.append(_remove(path))
     return removed
+
+
+def kept_dirs() -> list[Path]:
+    """The kept work dirs of finished runs: what ``clean --kept`` would remove."""
+    return [p for p in _ours() if (p / KEPT_FILE).exists() and _maker_gone(p)]
+
+
+def _ours() -> list[Path]:
+    """The directories under the scratch root named like work dirs (not yet proven ours)."""
+    root = Path(scratch_root() or tempfile.gettempdir())
+    try:
+        return [p for p in root.iterdir() if p.name.startswith(PREFIX) and p.is_dir()]
+    except OSError:
+        return []
+
+
+def _maker_gone(path: Path) -> bool:
+    """True only when the dir carries our owner tag and that owner is provably gone."""
+    try:
+        owner = _owner.parse((path / OWNER_FILE).read_text())
+    except OSError:
+        return False  # not ours to prove: never removed
+    return owner is not None and _owner.is_gone(owner)
+
+
+def _kept_at(path: Path) -> float:
+    """When the dir was kept (its marker's mtime): the newest kept are the ones that stay."""
+    try:
+        return (path / KEPT_FILE).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _remove(path: Path) -> Removed:
+    size = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # gone already: nothing to count
+                size += os.lstat(os.path.join(dirpath, name)).st_size
+    shutil.rmtree(path, ignore_errors=True)
+    return Removed(path, size)
 
 
 def _is_writable_tmpfs(path: str) -> bool:

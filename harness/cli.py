@@ -16,7 +16,7 @@ from types import FrameType
 
 import click
 
-from harness import __version__, _cli_values
+from harness import __version__, _cli_values, _complete
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -28,6 +28,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "harness._cmd_clean",
         "clean_cmd",
         "Remove work dirs, cgroups and case schemas of runs that are...",
+    ),
+    "completion": (
+        "harness._complete",
+        "completion_cmd",
+        "Print the completion script for SHELL: bash, zsh or fish.",
     ),
     "explore": (
         "harness._cmd_scenario",
@@ -95,7 +100,10 @@ class _LazyGroup(click.Group):
             assert isinstance(command, click.Command), cmd_name
             assert command.name == cmd_name, cmd_name
             self.add_command(command)
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            give_version(command)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
@@ -110,6 +118,36 @@ class _LazyGroup(click.Group):
                 rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _print_version(
+    ctx: click.Context,
+    param: click.Parameter,
+    value: bool,  # noqa: FBT001 - click passes it positionally
+) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"crash-harness, version {__version__}")
+        ctx.exit()
+
+
+def give_version(command: click.Command) -> None:
+    """Give ``command`` and every sub-command under it a ``--version`` (as the top level has):
+    a user pasting ``crash-harness certify ... --version`` into a bug report gets the version,
+    not "no such option". Done where commands are looked up, so lazy ones get it too."""
+    if not any(p.name == "version" for p in command.params):
+        command.params.append(
+            click.Option(
+                ["--version"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_print_version,
+                help="Show the version and exit.",
+            )
+        )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            give_version(sub)
 
 
 def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -132,6 +170,7 @@ def main() -> None:
     default="reference",
     show_default=True,
     help="'reference', 'mutant:NAME', an importable 'module:attr' System, or 'cmd:COMMAND'.",
+    shell_complete=_complete.complete_system,
 )
 @click.option(
     "--system-cmd",
@@ -162,6 +201,7 @@ def main() -> None:
     "case_ids",
     multiple=True,
     help="Run only this case id (repeatable), e.g. 'crash@after_claim#1'.",
+    shell_complete=_complete.complete_case,
 )
 @click.option(
     "--report-dir",
@@ -231,6 +271,7 @@ def certify(
     resumed: ResumePlan | None = None
     try:
         _cli_values.report_dir(report_dir)
+        _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
         if resume_path is not None:
             given_system = ctx.get_parameter_source("system_name") is not ParameterSource.DEFAULT
             resumed = plan_resume(
@@ -343,8 +384,7 @@ def certify(
         click.echo("never reached: " + ", ".join(summary["boundaries_uncovered"]))
     echo_gaps(outcome.gaps)
     if live.workdir is not None:
-        _scratch.keep(live.workdir)
-        click.echo(f"work dir kept: {live.workdir}")
+        echo_kept(live.workdir)
     click.echo(f"report: {paths['json']} and {paths['md']}")
     click.echo(f"also: {paths['junit']} (JUnit) and {paths['html']}")
     sys.exit(outcome.status)
@@ -363,6 +403,35 @@ def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
         click.echo(f"  - {line}")
     if len(gaps) > shown:
         click.echo(f"  ... and {len(gaps) - shown} more (see the report)")
+
+
+def echo_kept(workdir: Path, *, err: bool = False) -> None:
+    """Keep a run's work dir, say where it is, and remove the kept dirs of finished runs
+    beyond the newest few (saying how many): failing runs must not fill the scratch tmpfs."""
+    from harness import _scratch
+
+    removed = _scratch.keep_and_prune(workdir)
+    click.echo(f"work dir kept: {workdir}", err=err)
+    if removed:
+        freed = sum(r.bytes for r in removed)
+        click.echo(
+            f"removed {len(removed)} older kept work dir(s) ({format_bytes(freed)}): the newest"
+            f" {_scratch.kept_limit()} stay ({_scratch.KEEP_ENV});"
+            " `crash-harness clean --kept` removes them all",
+            err=err,
+        )
+
+
+def format_bytes(count: int) -> str:
+    """A byte count as a person reads it (``clean`` and the kept-dir line say what they freed)."""
+    if count < 1024:
+        return f"{count} bytes"
+    size = count / 1024
+    for unit in ("KB", "MB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 @main.command()

@@ -177,8 +177,8 @@ def test_a_kept_work_dir_stays_until_asked(tmp_path: Path, monkeypatch: pytest.M
     for path in (kept, stale):
         (path / _scratch.OWNER_FILE).write_text(gone.tag())
     _scratch.keep(kept)
-    assert _scratch.sweep_stale() == [stale]
+    assert [r.path for r in _scratch.sweep_stale()] == [stale]
     assert kept.exists()
     assert live.exists()
-    assert _scratch.sweep_stale(kept_too=True) == [kept]
+    assert [r.path for r in _scratch.sweep_stale(kept_too=True)] == [kept]
     assert live.exists()  # its maker (this test) still runs
