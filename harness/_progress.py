@@ -81,6 +81,8 @@ class Progress:
         self.started = clock()
         self._drawn = False
         self.extra = ""  # what explore adds to the live line
+        #: how the live line names gap verdicts (explore counts landings instead: None)
+        self.gap_word: str | None = "GAP"
         if self.live:
             _active = self
 
@@ -105,10 +107,18 @@ class Progress:
         return f"[{self.done:>{width}}/{self.total}]"
 
     def status(self) -> str:
-        """The live line's text: ``certify 3/12 · 2 ok · 1 FAIL · 4.2s · ~9.8s left``."""
+        """The live line's text: ``certify 3/12 · 4.2s · ~9.8s left · 2 ok · 1 FAIL``; what
+        matters most comes first, since a line wider than the terminal is cut at its end."""
         elapsed = self.elapsed()
         parts = [f"{self.label} {self.done}/{self.total}" if self.total else self.label]
-        for value, word in (("pass", "ok"), ("fail", "FAIL"), ("gap", "GAP")):
+        parts.append(duration(elapsed))
+        if self.total and 0 < self.done < self.total:
+            left = elapsed / self.done * (self.total - self.done)
+            parts.append(f"~{duration(left)} left")
+        words = [("pass", "ok"), ("fail", "FAIL")]
+        if self.gap_word:
+            words.append(("gap", self.gap_word))
+        for value, word in words:
             if self.counts.get(value):
                 parts.append(_style.verdict(f"{self.counts[value]} {word}", value))
         undecided = self.counts.get("unknown", 0) + self.counts.get("flaky", 0)
@@ -116,10 +126,6 @@ class Progress:
             parts.append(_style.verdict(f"{undecided} inconclusive", "unknown"))
         if self.extra:
             parts.append(self.extra)
-        parts.append(duration(elapsed))
-        if self.total and 0 < self.done < self.total:
-            left = elapsed / self.done * (self.total - self.done)
-            parts.append(f"~{duration(left)} left")
         return " · ".join(parts)
 
     def clear(self) -> None:
@@ -200,6 +206,7 @@ class Heartbeat:
         self.interval = heartbeat_interval() if interval is None else interval
         self._emit = emit
         self._last = progress.started
+        progress.gap_word = None  # a drawn schedule that did not land is no gap in a plan
         self.landed = 0
         self.failed = 0
         self.best: Any = None  # the shortest failing CaseResult so far
@@ -213,7 +220,10 @@ class Heartbeat:
             self.failed += 1
             if self.best is None or len(case.spec.steps) < len(self.best.spec.steps):
                 self.best = case
-        self.progress.extra = self._best_text()
+        self.progress.extra = " · ".join(
+            t for t in (f"{self.landed} landed", self._best_text()) if t
+        )
+        self.progress.label = f"explore: {self.progress.done} schedule(s) tried"
         if self.progress.live:
             return  # the live line says it all, after every schedule
         now = self.progress._clock()
