@@ -201,6 +201,7 @@ def _execute(
             validate_cases(settings.system, cases)  # every case refused before any runs
             settings.cases = cases
             progress.plan(len(cases))
+        progress.draw()  # "0/M" (a sweep: the label alone until its dry run is done)
         with Campaign(settings) as campaign:
             workdir = campaign.workdir
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
@@ -414,6 +415,7 @@ def explore_cmd(
             f"explore {scenario.name} · system {settings.system.name} · seed "
             f"{settings.seed} · budget {budget}"
         )
+        progress.draw()
         started = time.perf_counter()
 
         def seen(case: Any) -> None:

@@ -277,6 +277,7 @@ def certify(
             )
         else:
             plan, full = [c.id for c in planned], cases is None
+        progress.draw()  # "0/M" while the provider starts and the first case runs
         # The CLI owns the work dir so each case's trace can be read for the report while the
         # campaign runs; it is dropped below on the campaign's own rule (all passed, not kept).
         settings.workdir = _scratch.make_workdir("crash-harness-")
