@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from harness import _cli_values, _complete, _scratch
+from harness import _cli_values, _complete, _progress, _scratch, _style
 from harness.errors import BadInputError, ExitStatus, interruption
 
 if TYPE_CHECKING:
@@ -228,6 +228,17 @@ def run_matrix(
 # -- rendering --------------------------------------------------------------------------------
 
 
+#: a matrix row's outcome -> the case verdict whose colour it takes
+_ROW_VERDICTS = {
+    "clean": "pass",
+    "caught": "pass",
+    "inconclusive": "unknown",
+    "GAP": "gap",
+    "FLAGGED": "fail",
+    "ESCAPED": "fail",
+}
+
+
 def _cell(row: SystemRow, invariant: str) -> str:
     fired = invariant in row.fired
     if invariant == row.intended:
@@ -297,7 +308,14 @@ def _print_rich(matrix: Matrix) -> bool:
     intended_w = max(len(r.intended or "-") for r in matrix.rows)
     # Never squeeze a column: a wider line than the terminal wraps, a squeezed cell lies.
     needed = system_w + intended_w + 12 + 6 * len(matrix.invariants) + 16
-    console = Console(width=max(Console().width, needed), highlight=False)
+    # colour by harness._style's rule (rich's own would ignore --color)
+    colour = _style.colour_enabled()
+    console = Console(
+        width=max(Console().width, needed),
+        highlight=False,
+        force_terminal=colour,
+        no_color=not colour,
+    )
     table = Table(title=_headline(matrix), title_justify="left")
     table.add_column("system", no_wrap=True, min_width=system_w)
     for i in range(1, len(matrix.invariants) + 1):
@@ -364,6 +382,7 @@ def _print_rich(matrix: Matrix) -> bool:
     show_default=True,
     help="Seconds one worker may run before it is declared hung.",
 )
+@_style.color_option()
 def mutants(
     *,
     db_url: str | None,
@@ -380,6 +399,7 @@ def mutants(
     from harness.mutants import CATALOGUE
 
     workdir = _scratch.make_workdir("crash-harness-mutants-")
+    progress = _progress.Progress("mutants")
     try:
         unknown = sorted(set(only) - set(CATALOGUE))
         if unknown:
@@ -395,11 +415,21 @@ def mutants(
             f"db {'postgresql' if url and url.startswith('postgresql') else 'sqlite'}"
         )
 
+        progress.plan(len(names) + 1)  # and the reference
+
         def show(row: SystemRow) -> None:
             fired = ", ".join(sorted(row.fired)) or "nothing"
-            click.echo(
-                f"  {row.outcome():<12} {row.system:<40} {row.duration_s:6.1f}s  fired: {fired}"
-            )
+            progress.advance(_ROW_VERDICTS.get(row.outcome(), "fail"))
+            outcome = row.outcome()
+            painted = _style.verdict(outcome, _ROW_VERDICTS.get(outcome, "fail"))
+            pad = " " * max(0, 12 - len(outcome))
+            with progress.above():
+                _style.echo(
+                    f"  {painted}{pad} {row.system:<40} {row.duration_s:6.1f}s"
+                    f"  {progress.counter()}  fired: {fired}"
+                )
+
+        progress.draw()  # a row takes a whole campaign: say something before the first
 
         matrix = run_matrix(
             names=names,
@@ -411,19 +441,24 @@ def mutants(
             on_row=show,
         )
     except BadInputError as exc:
+        progress.close()
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
     except KeyboardInterrupt as exc:
+        progress.close()
         why, status = interruption(exc)
         click.echo(f"{why}; every worker and provider was stopped", err=True)
         sys.exit(status)
     except Exception:
+        progress.close()
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
     finally:
         if not keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
+    progress.close()
+    click.echo(f"{len(matrix.rows)} system(s) in {_progress.duration(progress.elapsed())}")
     click.echo("")
     if plain or not _print_rich(matrix):
         click.echo(render_plain(matrix))

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from harness import _cli_values, _complete, _scratch
+from harness import _cli_values, _complete, _progress, _scratch, _style
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
 from harness.invariants._model import NOT_JUDGED
@@ -37,18 +37,20 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
     )
 
 
-def print_case(case: Any) -> None:
+def print_case(case: Any, counter: str = "") -> None:
+    """A finished case's line (mark, id, duration, ``[N/M]``, what failed), its notes, and
+    for a case that did not pass the workers' stack dumps and the replay command."""
     from harness import _secrets
-    from harness.cli import MARKS
+    from harness.cli import counted, mark_of
 
-    mark = MARKS[case.verdict.value]
+    mark = mark_of(case.verdict.value)
     failed = [
         n
         for n, r in case.invariants.items()
         if r.status is not Status.PASS and not r.summary.startswith(NOT_JUDGED)
     ]
     extra = f"  {', '.join(failed)}" if failed else ""
-    click.echo(f"  {mark} {case.spec.id:<46} {case.duration_s:6.2f}s{extra}")
+    _style.echo(f"  {mark} {case.spec.id:<46} {case.duration_s:6.2f}s{counted(counter)}{extra}")
     for note in case.notes:
         click.echo(f"       note: {_secrets.scrub(note)}")
     if case.runs:
@@ -103,6 +105,7 @@ def stop_interrupted(
     from harness import report
     from harness.campaign import CampaignResult
 
+    _progress.clear_live()
     why, status = interruption(exc)
     click.echo(f"{why}; every worker and provider was stopped", err=True)
     if settings is not None and done:
@@ -170,10 +173,13 @@ def _execute(
     settings: Any = None
     workdir: Path | None = None
     done: list[Any] = []
+    progress = _progress.Progress(mode or "run")
 
     def on_case(case: Any) -> None:
         done.append(case)
-        print_case(case)
+        progress.advance(case.verdict.value)
+        with progress.above():
+            print_case(case, progress.counter())
 
     try:
         _cli_values.report_dir(report_dir)
@@ -181,6 +187,7 @@ def _execute(
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
         mode = mode or scenario.mode
+        progress.label = mode
         click.echo(
             f"{mode} {scenario.name} · system {settings.system.name} · seed {settings.seed}"
             f" · db {'postgresql' if settings.db_url else 'sqlite'}"
@@ -213,6 +220,8 @@ def _execute(
         if mode != "sweep":
             validate_cases(settings.system, cases)  # every case refused before any runs
             settings.cases = cases
+            progress.plan(len(cases))
+        progress.draw()  # "0/M" (a sweep: the label alone until its dry run is done)
         with Campaign(settings) as campaign:
             workdir = campaign.workdir
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
@@ -223,6 +232,7 @@ def _execute(
                     campaign,
                     depth=depth or scenario.depth,
                     on_case=on_case,
+                    on_plan=progress.plan,
                     jobs=jobs,
                     shard=None if shard_info is None else (index, count),
                 )
@@ -238,10 +248,12 @@ def _execute(
                 result.extra["determinism"] = sample
         result = finish_campaign(result, campaign)
     except BadInputError as exc:
+        progress.close()
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
     except KeyboardInterrupt as exc:
         stop_interrupted(exc, settings=settings, done=done, workdir=workdir, report_dir=report_dir)
+    progress.close()
     from harness import report
     from harness.cli import echo_gaps
 
@@ -259,7 +271,8 @@ def _execute(
         click.echo(f"determinism sample: {agree}/{len(sample)} reruns agree")
     echo_gaps(outcome.gaps)
     settle_workdir(result, data, outcome, keep=keep)
-    click.echo(outcome.message)
+    took = f" ({len(result.cases)} case(s) in {_progress.duration(progress.elapsed())})"
+    _style.echo(_style.paint(outcome.message + took, _style.status_colour(outcome.status)))
     paths = report.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
     sys.exit(outcome.status)
@@ -287,6 +300,7 @@ _common: list[Callable[[Any], Any]] = [
         help="Run cases on this many cores (each job has its own provider).",
     ),
     click.option("--shard", default=None, help="Run only shard i/n of the cases (CI split)."),
+    _style.color_option(),
 ]
 
 
@@ -444,6 +458,8 @@ def explore_cmd(
     settings: Any = None
     workdir: Path | None = None
     done: list[Any] = []
+    progress = _progress.Progress("explore")
+    heartbeat = _progress.Heartbeat(progress)
     try:
         if shard is not None:
             raise BadInputError(
@@ -458,12 +474,15 @@ def explore_cmd(
             f"explore {scenario.name} · system {settings.system.name} · seed "
             f"{settings.seed} · budget {budget}"
         )
+        progress.draw()
         started = time.perf_counter()
 
-        def progress(case: Any) -> None:
+        def seen(case: Any) -> None:
             done.append(case)
-            if case.verdict is not Status.PASS:
-                print_case(case)
+            with progress.above():
+                heartbeat.seen(case)  # a heartbeat line, every few seconds, off a terminal
+                if case.verdict is not Status.PASS:
+                    print_case(case)
 
         with Campaign(settings) as campaign:
             workdir = campaign.workdir
@@ -474,17 +493,19 @@ def explore_cmd(
                 seed=settings.seed,
                 database_dir=examples_dir / scenario.name,
                 max_steps=max_steps,
-                on_case=progress,
+                on_case=seen,
                 jobs=jobs,
             )
             result.cases.extend(found.tried)
             settings.cases = [r.spec for r in found.tried]  # the report's plan is what ran
         result = finish_campaign(result, campaign)
     except BadInputError as exc:
+        progress.close()
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
     except KeyboardInterrupt as exc:
         stop_interrupted(exc, settings=settings, done=done, workdir=workdir, report_dir=report_dir)
+    progress.close()
     elapsed = time.perf_counter() - started
     runs = sum(len(r.runs) or 1 for r in found.tried)
     rate = runs / elapsed if elapsed else 0.0
@@ -518,7 +539,7 @@ def explore_cmd(
         click.echo(f"replay: {found.minimal.replay}")
     elif not found.flaky:
         click.echo("no failing schedule found")
-    click.echo(outcome.message)
+    _style.echo(_style.paint(outcome.message, _style.status_colour(outcome.status)))
     paths = report.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
     sys.exit(outcome.status)

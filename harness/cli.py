@@ -16,7 +16,7 @@ from types import FrameType
 
 import click
 
-from harness import __version__, _cli_values, _complete
+from harness import __version__, _cli_values, _complete, _style
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -158,6 +158,7 @@ def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="crash-harness")
+@_style.color_option(default="auto")
 def main() -> None:
     """Crash-inject a delivery worker and prove it never sends twice or loses a message."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
@@ -226,6 +227,7 @@ def main() -> None:
     help="Finish a partial report.json: run only the planned cases it lacks, write the merged"
     " report (its system, seed and database are reused).",
 )
+@_style.color_option()
 def certify(
     *,
     system_name: str,
@@ -249,7 +251,7 @@ def certify(
 
     from click.core import ParameterSource
 
-    from harness import _db, _scratch, _secrets, systems
+    from harness import _db, _progress, _scratch, _secrets, systems
     from harness.campaign import (
         CampaignSettings,
         CaseResult,
@@ -269,6 +271,7 @@ def certify(
         system_name = f"cmd:{system_cmd}"
     live: LiveReport | None = None
     resumed: ResumePlan | None = None
+    progress = _progress.Progress("certify")
     try:
         _cli_values.report_dir(report_dir)
         _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
@@ -302,6 +305,7 @@ def certify(
         )
         planned = cases if cases is not None else default_cases(system)
         validate_cases(system, planned)
+        progress.plan(len(planned))
         click.echo(
             f"certify {system.name} · seed {settings.seed} · "
             f"db {'postgresql' if url and url.startswith('postgresql') else 'sqlite'}"
@@ -314,6 +318,7 @@ def certify(
             )
         else:
             plan, full = [c.id for c in planned], cases is None
+        progress.draw()  # "0/M" while the provider starts and the first case runs
         # The CLI owns the work dir so each case's trace can be read for the report while the
         # campaign runs; it is dropped below on the campaign's own rule (all passed, not kept).
         settings.workdir = _scratch.make_workdir("crash-harness-")
@@ -331,17 +336,22 @@ def certify(
         def show(case: CaseResult) -> None:
             assert live is not None
             live.record(case)  # the partial report is on disk before the line is printed
-            mark = MARKS[case.verdict.value]
+            progress.advance(case.verdict.value)
+            mark = mark_of(case.verdict.value)
             failed = [n for n, r in case.invariants.items() if r.status is not Status.PASS]
             extra = f"  {', '.join(failed)}" if failed else ""
-            click.echo(f"  {mark} {case.spec.id:<38} {case.duration_s:6.2f}s{extra}")
-            for note in case.notes:
-                click.echo(f"       note: {_secrets.scrub(note)}")
-            if case.verdict is not Status.PASS:
-                for w in case.workers:
-                    if w.stack_dump or (w.outcome_is_anomaly and w.stderr_tail):
-                        click.echo(_indent(w.stack_dump or w.stderr_tail), err=True)
-                click.echo(f"       replay: {case.replay}")
+            with progress.above():
+                _style.echo(
+                    f"  {mark} {case.spec.id:<38} {case.duration_s:6.2f}s"
+                    f"{counted(progress.counter())}{extra}"
+                )
+                for note in case.notes:
+                    click.echo(f"       note: {_secrets.scrub(note)}")
+                if case.verdict is not Status.PASS:
+                    for w in case.workers:
+                        if w.stack_dump or (w.outcome_is_anomaly and w.stderr_tail):
+                            click.echo(_indent(w.stack_dump or w.stderr_tail), err=True)
+                    click.echo(f"       replay: {case.replay}")
 
         all_passed = True
         if cases is None or cases:
@@ -353,18 +363,21 @@ def certify(
             live.workdir = None
         data = live.write(partial=False)
     except BadInputError as exc:
+        progress.close()
         if live is not None and live.workdir is not None:
             with contextlib.suppress(OSError):
                 live.workdir.rmdir()  # only if the campaign never got to use it
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
     except KeyboardInterrupt as exc:
+        progress.close()
         why, status = interruption(exc)
         click.echo(f"{why}; every worker and provider was stopped", err=True)
         if live is not None:
             _write_partial(live)
         sys.exit(status)
     except Exception:
+        progress.close()
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
 
@@ -373,10 +386,15 @@ def certify(
     paths = live.paths
     summary = data["summary"]
     outcome = judge(data, Expectation())
-    click.echo(
-        f"{summary['passed']} passed, {summary['failed']} failed, {summary['unknown']} unknown,"
-        f" {summary['gaps']} not landed; boundaries covered {summary['boundaries_covered']}/"
-        f"{summary['boundaries_documented']}"
+    progress.close()
+    _style.echo(
+        _style.paint(
+            f"{summary['passed']} passed, {summary['failed']} failed, {summary['unknown']}"
+            f" unknown, {summary['gaps']} not landed; boundaries covered"
+            f" {summary['boundaries_covered']}/{summary['boundaries_documented']}"
+            f" in {_progress.duration(progress.elapsed())}",
+            _style.status_colour(outcome.status),
+        )
     )
     if summary["invariants_violated"]:
         click.echo("invariants violated: " + ", ".join(summary["invariants_violated"]))
@@ -392,6 +410,19 @@ def certify(
 
 #: the mark a case's verdict gets on its progress line
 MARKS = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? ", "gap": "GAP ", "flaky": "FLKY"}
+
+
+def mark_of(verdict: str) -> str:
+    """A verdict's mark, coloured when colour is on (the padding stays outside the colour,
+    so a coloured line and a plain one line up alike)."""
+    mark = MARKS[verdict]
+    word = mark.rstrip()
+    return _style.verdict(word, verdict) + mark[len(word) :]
+
+
+def counted(counter: str) -> str:
+    """The ``[N/M]`` column after a case's duration (nothing when the total is unknown)."""
+    return f"  {counter}" if counter else ""
 
 
 def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:

@@ -46,6 +46,7 @@ def sweep(
     *,
     depth: int = 1,
     on_case: Callable[[CaseResult], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
     limit: int | None = None,
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
@@ -56,6 +57,10 @@ def sweep(
     i-th of every n cases of the plan (the dry run first, then one crash per (boundary, hit)):
     the shards' reports merge into the unsharded one (``crash-harness report merge``), and
     each shard's coverage counts the pairs of its own slice.
+
+    ``on_plan(n)`` is told each time ``n`` more cases are planned (the dry run and the first
+    crashes once the dry run is done, the second crashes once the first ones are), so a
+    progress counter can say ``N/M`` before the cases it counts have run.
     """
     from harness.parallel import run_cases
 
@@ -77,12 +82,14 @@ def sweep(
         keep_dry = index == 1  # the dry run is the plan's first case
         pairs = [p for k, p in enumerate(pairs, start=1) if k % count == index - 1]
     results: list[CaseResult] = []
+    coverage.expected.update(pairs)
+    planned = pairs if limit is None else pairs[:limit]
+    if on_plan is not None:
+        on_plan(len(planned) + (1 if keep_dry else 0))
     if keep_dry:
         if on_case is not None:
             on_case(dry)
         results.append(dry)
-    coverage.expected.update(pairs)
-    planned = pairs if limit is None else pairs[:limit]
     firsts = run_cases(
         campaign, [CaseSpec("crash", b, h) for b, h in planned], jobs=jobs, on_case=on_case
     )
@@ -101,6 +108,8 @@ def sweep(
             for h2 in range(1, recovery.get(b2, 0) + 1):
                 seconds.append(CaseSpec(steps=(*first.spec.steps, Step("crash", b2, h2))))
     coverage.second_planned = len(seconds)
+    if on_plan is not None and seconds:
+        on_plan(len(seconds))
     for second in run_cases(campaign, seconds, jobs=jobs, on_case=on_case):
         results.append(second)
         if second.all_landed:
