@@ -37,7 +37,11 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
     )
 
 
-def print_case(case: Any, counter: str = "") -> None:
+def _said_it_raised(notes: list[str], worker: str) -> bool:
+    return any(n.startswith(f"worker {worker} raised ") for n in notes)
+
+
+def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     """A finished case's line (mark, id, duration, ``[N/M]``, what failed), its notes, and
     for a case that did not pass the workers' stack dumps and the replay command."""
     from harness import _secrets
@@ -50,14 +54,19 @@ def print_case(case: Any, counter: str = "") -> None:
         if r.status is not Status.PASS and not r.summary.startswith(NOT_JUDGED)
     ]
     extra = f"  {', '.join(failed)}" if failed else ""
-    _style.echo(f"  {mark} {case.spec.id:<46} {case.duration_s:6.2f}s{counted(counter)}{extra}")
+    _style.echo(
+        f"  {mark} {case.spec.id:<{width}} {case.duration_s:6.2f}s{counted(counter)}{extra}"
+    )
     for note in case.notes:
         click.echo(f"       note: {_secrets.scrub(note)}")
     if case.runs:
         said = ", then ".join(r.verdict.value for r in case.runs)
         click.echo(f"       runs of this schedule: {said} (same seed, same schedule)")
     if case.verdict is not Status.PASS:
+        explained = {w.worker for w in case.workers if _said_it_raised(case.notes, w.worker)}
         for w in case.workers:
+            if w.worker in explained and not w.stack_dump:
+                continue  # one line said it; the traceback is in the report
             if w.stack_dump or (w.outcome_is_anomaly and w.stderr_tail):
                 text = (w.stack_dump or w.stderr_tail).rstrip().splitlines()[-40:]
                 click.echo("\n".join("       | " + line for line in text), err=True)

@@ -394,6 +394,21 @@ def finish_campaign(result: CampaignResult, campaign: Campaign) -> CampaignResul
     return result
 
 
+def _explain_raises(ctx: CaseContext, effects: tuple[EffectRow, ...] | None) -> None:
+    """A worker that died by raising gets one line (exception, its own frame, the provider
+    fault it did not survive) in place of "died with exit code 70"."""
+    from harness import _raised
+
+    for o in ctx.outcomes:
+        if o.kind is not OutcomeKind.DIED:
+            continue
+        line = _raised.explain(o.worker, o.stderr_tail, effects)
+        if line is None:
+            continue
+        prefix = f"worker {o.worker} (pid {o.pid}) {o.kind}"
+        ctx.notes[:] = [line if n.startswith(prefix) else n for n in ctx.notes]
+
+
 def run_case(
     settings: CampaignSettings,
     case: CaseSpec,
@@ -523,6 +538,7 @@ def run_case(
         clock.close()
         _db.drop_target(target)
     _confirm_steps(ctx, case, observation.effects)
+    _explain_raises(ctx, observation.effects)
     checks = _after_anomaly(run_all(observation), ctx.outcomes)
     verdict = _verdict(checks, ctx.outcomes, ctx.steps, planned=len(case.steps))
     timeline: list[dict[str, Any]] = []

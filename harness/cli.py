@@ -251,7 +251,8 @@ def certify(
 
     from click.core import ParameterSource
 
-    from harness import _db, _progress, _scratch, _secrets, systems
+    from harness import _db, _progress, _scratch, systems
+    from harness._cmd_scenario import print_case
     from harness.campaign import (
         CampaignSettings,
         CaseResult,
@@ -337,21 +338,8 @@ def certify(
             assert live is not None
             live.record(case)  # the partial report is on disk before the line is printed
             progress.advance(case.verdict.value)
-            mark = mark_of(case.verdict.value)
-            failed = [n for n, r in case.invariants.items() if r.status is not Status.PASS]
-            extra = f"  {', '.join(failed)}" if failed else ""
             with progress.above():
-                _style.echo(
-                    f"  {mark} {case.spec.id:<38} {case.duration_s:6.2f}s"
-                    f"{counted(progress.counter())}{extra}"
-                )
-                for note in case.notes:
-                    click.echo(f"       note: {_secrets.scrub(note)}")
-                if case.verdict is not Status.PASS:
-                    for w in case.workers:
-                        if w.stack_dump or (w.outcome_is_anomaly and w.stderr_tail):
-                            click.echo(_indent(w.stack_dump or w.stderr_tail), err=True)
-                    click.echo(f"       replay: {case.replay}")
+                print_case(case, progress.counter(), width=38)  # one look on every route
 
         all_passed = True
         if cases is None or cases:
@@ -487,7 +475,3 @@ def _write_partial(live: object) -> None:
         f" crash-harness certify --resume {live.json_path}",
         err=True,
     )
-
-
-def _indent(text: str) -> str:
-    return "\n".join("       | " + line for line in text.rstrip().splitlines()[-40:])

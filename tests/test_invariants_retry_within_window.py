@@ -233,7 +233,8 @@ def _restored(effects: list[EffectRow], cut: int, policy: Policy) -> Observation
 def test_a_failed_use_the_restored_ledger_forgot_is_not_a_retry() -> None:
     """Window 0, one attempt: a 503, then a restore erases the attempt, and the worker sends
     once more. Without the restore that is a retry past the window; across it, the ledger's
-    lost memory (listed apart). If the forgotten use had landed, the reuse is still flagged."""
+    lost memory (listed apart). If the forgotten use had landed, the resend is a replayed
+    effect: restore_no_replay's and exactly_once_effect's, listed apart here."""
     no_dedupe = replace(SAFE, key_window_s=0.0, provider_window_s=0.0, max_attempts=1)
     effects = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1030.0)]
     plain = run_checker(NAME, CHECKERS[NAME], _obs(effects, no_dedupe))
@@ -244,7 +245,8 @@ def test_a_failed_use_the_restored_ledger_forgot_is_not_a_retry() -> None:
     assert [f["effect"]["seq"] for f in forgotten] == [2]
     landed = [_eff(1, 1000.0), _eff(2, 1030.0)]
     replayed = run_checker(NAME, CHECKERS[NAME], _restored(landed, 1, no_dedupe))
-    assert replayed.status is Status.FAIL
+    assert replayed.status is Status.PASS, replayed
+    assert len(replayed.evidence["dynamic"]["resent_after_acceptance"]) == 1
     after_cut = run_checker(NAME, CHECKERS[NAME], _restored(effects, 2, no_dedupe))
     assert after_cut.status is Status.FAIL  # both uses before the restore: a plain retry
 
@@ -279,3 +281,19 @@ def test_a_worker_told_a_longer_window_than_the_provider_keeps_is_caught(
         (late,) = check.evidence["dynamic"]["reused_after_window"]
         assert late["window_s"] == 300.0
         assert late["late_by_s"] >= 299.0
+
+
+def test_with_no_dedupe_a_resend_after_acceptance_is_the_duplicates_not_the_windows() -> None:
+    """Window 0 s (a provider that remembers no key): posting again after the provider
+    accepted (the outbox example's crash) is a duplicate, exactly_once_effect's to flag, not a
+    retry past a window; a retry after a failed use is still flagged (an acceptance may hide
+    behind the failure), and so is a resend after acceptance past a real window."""
+    no_dedupe = replace(SAFE, key_window_s=0.0, provider_window_s=0.0, max_attempts=1)
+    resent = [_eff(1, 1000.0), _eff(2, 1000.5)]
+    after_accept = run_checker(NAME, CHECKERS[NAME], _obs(resent, no_dedupe))
+    assert after_accept.status is Status.PASS, after_accept
+    assert len(after_accept.evidence["dynamic"]["resent_after_acceptance"]) == 1
+    retried = [_eff(1, 1000.0, "failed_by_fault"), _eff(2, 1000.5)]
+    assert run_checker(NAME, CHECKERS[NAME], _obs(retried, no_dedupe)).status is Status.FAIL
+    short = replace(no_dedupe, provider_window_s=0.4)
+    assert run_checker(NAME, CHECKERS[NAME], _obs(resent, short)).status is Status.FAIL

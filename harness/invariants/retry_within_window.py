@@ -18,6 +18,12 @@ provider keeps must not pass by believing it), not its retry settings.
   its requests was accepted (a 5xx from a gateway may hide an acceptance behind it), so a
   late retry is unsafe whatever the first answer was.
 
+A provider whose window is 0 s remembers no key. There, a resend after the provider
+*accepted* the key (a worker that posts, crashes, and posts again on restart) is a duplicate,
+not a retry past a window: it is listed apart (``resent_after_acceptance``) and left to
+``exactly_once_effect``, so the verdict names the one invariant the bug breaks. A retry after
+a refused or failed use is still flagged: an acceptance may hide behind the failure.
+
 A reused key with no recorded provider window cannot be judged: *unknown* (unless the
 provider answered it ``deduplicated``: its own word that it still knew the key).
 
@@ -94,6 +100,7 @@ def dynamic_check(
     expired: list[dict[str, Any]] = []
     late: list[dict[str, Any]] = []
     forgotten: list[dict[str, Any]] = []
+    resent: list[dict[str, Any]] = []
     unwindowed = 0
     for eff in sorted(effects, key=lambda e: e.seq):
         if eff.outcome not in _KEYED:
@@ -111,6 +118,9 @@ def dynamic_check(
             # no window to judge by; a dedupe hit is the provider saying it still knew the key
             if eff.outcome != "deduplicated":
                 unwindowed += 1
+            continue
+        if window <= 0 and any(e.accepted for e in earlier[:-1]):
+            resent.append({"effect": eff.to_json(), "accepted_before": opener.to_json()})
             continue
         if forgotten_by_restore:
             forgotten.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
@@ -131,6 +141,7 @@ def dynamic_check(
         "reused_after_window": late,
         "repeats_without_known_window": unwindowed,
         "reused_after_restore_without_effect": forgotten,
+        "resent_after_acceptance": resent,
     }
 
 
