@@ -6,7 +6,7 @@ callers count what the provider actually received instead of parsing JSON by han
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -127,14 +127,24 @@ class AdminClient:
         return len(self.effects(**filters))
 
     def assert_effects(self, n: int, **filters: FilterValue) -> list[Effect]:
-        """Assert exactly ``n`` records match ``filters``; return them."""
-        found = self.effects(**filters)
-        if len(found) != n:
-            shown = ", ".join(f"{k}={v!r}" for k, v in filters.items()) or "no filters"
-            lines = [f"expected {n} effect(s) matching {shown}, found {len(found)}:"]
-            lines += [f"  {effect.describe()}" for effect in found] or ["  (none)"]
-            raise AssertionError("\n".join(lines))
-        return found
+        """Assert exactly ``n`` effects match ``filters``; return them.
+
+        An effect is what a person on the other end received: a record whose outcome created
+        one (``fresh`` or ``expired_then_accepted``). A deduplicated, refused or failed
+        request is a record but no effect; count those with ``assert_records``."""
+        outcome = filters.get("outcome")
+        asked = [outcome] if isinstance(outcome, str) else list(outcome or [])
+        if any(o not in ACCEPTED_OUTCOMES for o in asked):
+            raise TypeError(
+                f"assert_effects counts effects ({', '.join(ACCEPTED_OUTCOMES)}); outcome"
+                f" {outcome!r} is a record that made none: use assert_records(n, outcome=...)"
+            )
+        found = self.effects(**{**filters, "outcome": asked or list(ACCEPTED_OUTCOMES)})
+        return _exactly(n, found, filters, "effect")
+
+    def assert_records(self, n: int, **filters: FilterValue) -> list[Effect]:
+        """Assert exactly ``n`` log records (any outcome) match ``filters``; return them."""
+        return _exactly(n, self.effects(**filters), filters, "record")
 
     def reset(self, faults: Sequence[FaultRule] = (), *, clock_path: str | None = None) -> int:
         """Start a new epoch with ``faults`` as its only fault rules (none by default);
@@ -180,3 +190,12 @@ class AdminClient:
         """Move the provider clock forward; return the total offset in seconds."""
         offset: float = self._call("POST", "/_admin/clock", json={"advance_s": seconds})["offset_s"]
         return offset
+
+
+def _exactly(n: int, found: list[Effect], filters: Mapping[str, Any], what: str) -> list[Effect]:
+    if len(found) != n:
+        shown = ", ".join(f"{k}={v!r}" for k, v in filters.items()) or "no filters"
+        lines = [f"expected {n} {what}(s) matching {shown}, found {len(found)}:"]
+        lines += [f"  {effect.describe()}" for effect in found] or ["  (none)"]
+        raise AssertionError("\n".join(lines))
+    return found

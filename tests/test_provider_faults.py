@@ -93,7 +93,7 @@ def test_retry_after_drop_gets_replayed_200_with_same_id(
         "status": "accepted",
         "destination": "acct_1",
     }
-    [replay] = provider.admin.assert_effects(1, outcome="deduplicated")
+    [replay] = provider.admin.assert_records(1, outcome="deduplicated")
     assert replay.fault is None
     assert provider.admin.effects(fault="accept_then_drop") == [effect]
 
@@ -121,7 +121,7 @@ def test_status_503_creates_nothing_and_forgets_key(
     failed = send(session, provider, "k1")
     assert failed.status_code == 503
     assert "Retry-After" not in failed.headers
-    [record] = provider.admin.assert_effects(1, outcome="failed_by_fault")
+    [record] = provider.admin.assert_records(1, outcome="failed_by_fault")
     assert (record.fault, record.status_code, record.provider_message_id) == ("status", 503, None)
     assert provider.admin.accepted() == []
     retry = send(session, provider, "k1")

@@ -96,7 +96,7 @@ def test_missing_or_unknown_credential_is_401_and_logged(
     )
     assert (bare.status_code, bare.json()) == (401, {"error": "unauthenticated"})
     assert (wrong.status_code, wrong.json()) == (401, {"error": "unauthenticated"})
-    records = provider.admin.assert_effects(2, outcome="unauthenticated")
+    records = provider.admin.assert_records(2, outcome="unauthenticated")
     assert all(r.credential_id is None and r.status_code == 401 for r in records)
     assert provider.admin.accepted() == []
 
@@ -116,7 +116,7 @@ def test_secrets_never_reach_log_stderr_or_argv(tmp_path: Path) -> None:
             timeout=5,
         )
         assert bad.status_code == 401
-        provider.admin.assert_effects(1, outcome="unauthenticated")
+        provider.admin.assert_records(1, outcome="unauthenticated")
         cmdline = Path(f"/proc/{provider.pid}/cmdline").read_bytes()
         provider.stop()
     files = [p for p in tmp_path.iterdir() if p.is_file()]
@@ -136,7 +136,7 @@ def test_destination_out_of_scope_is_403_refused(
     """A destination outside the credential's scope globs gets 403 and a `refused` record."""
     response = send(session, provider, "k1", message(destination="cust_9"))
     assert (response.status_code, response.json()) == (403, {"error": "destination out of scope"})
-    [record] = provider.admin.assert_effects(1, outcome="refused")
+    [record] = provider.admin.assert_records(1, outcome="refused")
     assert (record.credential_id, record.destination, record.status_code) == (
         "worker",
         "cust_9",
@@ -210,7 +210,7 @@ def test_same_key_same_payload_replays_original(
     assert again.content == first.content
     assert again.headers["Idempotent-Replayed"] == "true"
     provider.admin.assert_effects(1, outcome="fresh")
-    [dup] = provider.admin.assert_effects(1, outcome="deduplicated")
+    [dup] = provider.admin.assert_records(1, outcome="deduplicated")
     assert dup.provider_message_id == first.json()["id"]
     assert len(provider.admin.accepted()) == 1
 
@@ -236,7 +236,7 @@ def test_same_key_different_payload_is_422(
     response = send(session, provider, "k1", message(body="changed"))
     assert response.status_code == 422
     assert response.json() == {"error": "idempotency key reused with different parameters"}
-    provider.admin.assert_effects(1, outcome="rejected", idempotency_key="k1")
+    provider.admin.assert_records(1, outcome="rejected", idempotency_key="k1")
     assert len(provider.admin.accepted()) == 1
 
 
@@ -310,7 +310,7 @@ def test_concurrent_same_key_is_accepted_once(
         ids = set(pool.map(one, range(16)))
     assert len(ids) == 1
     assert len(provider.admin.accepted()) == 1
-    provider.admin.assert_effects(15, outcome="deduplicated")
+    provider.admin.assert_records(15, outcome="deduplicated")
 
 
 def test_admin_needs_token_but_health_does_not(
@@ -377,3 +377,19 @@ def test_assert_effects_lists_what_it_found(
         provider.admin.assert_effects(0, run_id="run-x")
     assert "outcome=fresh" in str(failure.value)
     assert "key='k1'" in str(failure.value)
+
+
+def test_assert_effects_counts_effects_and_assert_records_counts_records(
+    provider: ProviderProcess, session: requests.Session
+) -> None:
+    """The same key twice inside the window: one effect (what the person received), two
+    records (what the provider logged); asking assert_effects for a deduplicated outcome is a
+    usage error that names assert_records."""
+    send(session, provider, "k-twice", message(run_id="run-twice"))
+    send(session, provider, "k-twice", message(run_id="run-twice"))
+    assert len(provider.admin.assert_effects(1, run_id="run-twice")) == 1
+    assert len(provider.admin.assert_records(2, run_id="run-twice")) == 2
+    with pytest.raises(AssertionError, match=r"expected 2 effect\(s\)"):
+        provider.admin.assert_effects(2, run_id="run-twice")
+    with pytest.raises(TypeError, match="assert_records"):
+        provider.admin.assert_effects(1, outcome="deduplicated")

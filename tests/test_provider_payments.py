@@ -69,8 +69,8 @@ def test_decline_is_saved_and_replayed_byte_for_byte(
     assert again.content == first.content
     assert "Idempotent-Replayed" not in first.headers
     assert again.headers["Idempotent-Replayed"] == "true"
-    [declined] = provider.admin.assert_effects(1, outcome="rejected")
-    [replayed] = provider.admin.assert_effects(1, outcome="deduplicated")
+    [declined] = provider.admin.assert_records(1, outcome="rejected")
+    [replayed] = provider.admin.assert_records(1, outcome="deduplicated")
     assert declined.status_code == replayed.status_code == 402
     assert provider.admin.accepted() == []
 
@@ -118,7 +118,7 @@ def test_switches_turn_off_error_replay_and_lookup_and_change_mismatch_status(
         codes = [send(session, provider, "d", declined) for _ in range(2)]
         assert [r.status_code for r in codes] == [402, 402]
         assert "Idempotent-Replayed" not in codes[1].headers
-        provider.admin.assert_effects(2, outcome="rejected", idempotency_key="d")
+        provider.admin.assert_records(2, outcome="rejected", idempotency_key="d")
         assert send(session, provider, "k", message()).status_code == 200
         assert send(session, provider, "k", message(body="x")).status_code == 400
         found = session.get(

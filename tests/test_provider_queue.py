@@ -81,7 +81,7 @@ def test_id_is_remembered_after_the_message_is_consumed(provider: ProviderProces
     assert len(receive(provider)) == 1
     assert send(provider, "dup-1").status_code == 200
     assert receive(provider) == []
-    provider.admin.assert_effects(1, outcome="deduplicated")
+    provider.admin.assert_records(1, outcome="deduplicated")
 
 
 def test_after_the_interval_the_id_is_a_new_message(provider: ProviderProcess) -> None:
@@ -130,7 +130,7 @@ def test_content_based_dedup_uses_the_body_hash(tmp_path: Path) -> None:
         assert send(provider, None).json()["MessageId"] == first
         send(provider, None, message(body="another body"))
         assert len(receive(provider)) == 2
-        [dup] = provider.admin.assert_effects(1, outcome="deduplicated")
+        [dup] = provider.admin.assert_records(1, outcome="deduplicated")
         assert dup.idempotency_key is not None
         assert len(dup.idempotency_key) == 64
 

@@ -112,7 +112,7 @@ def test_recipient_outside_scope_is_550_and_refused(provider: ProviderProcess) -
     with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
         send(provider, mail(to="mallory@evil.test"))
     assert refused.value.recipients["mallory@evil.test"][0] == 550
-    [record] = provider.admin.assert_effects(1, outcome="refused")
+    [record] = provider.admin.assert_records(1, outcome="refused")
     assert record.destination == "mallory@evil.test"
     assert provider.admin.accepted() == []
 
@@ -139,7 +139,7 @@ def test_status_fault_answers_data_and_delivers_nothing(provider: ProviderProces
     with pytest.raises(smtplib.SMTPDataError) as failed:
         send(provider, mail())
     assert failed.value.smtp_code == 451
-    [record] = provider.admin.assert_effects(1, outcome="failed_by_fault")
+    [record] = provider.admin.assert_records(1, outcome="failed_by_fault")
     assert (record.status_code, record.fault) == (451, "status")
     assert provider.admin.accepted() == []
     send(provider, mail())

@@ -120,7 +120,7 @@ def test_signed_delivery_is_verified(provider: ProviderProcess) -> None:
     assert deliver_signed(provider, "msg_3", now - 301).status_code == 401
     [accepted] = provider.admin.accepted()
     assert (accepted.credential_id, accepted.idempotency_key) == ("worker", "msg_1")
-    provider.admin.assert_effects(2, outcome="unauthenticated")
+    provider.admin.assert_records(2, outcome="unauthenticated")
 
 
 def test_missing_webhook_id_is_400(provider: ProviderProcess) -> None:
