@@ -133,6 +133,8 @@ class AdminClient:
         one (``fresh`` or ``expired_then_accepted``). A deduplicated, refused or failed
         request is a record but no effect; count those with ``assert_records``."""
         outcome = filters.get("outcome")
+        if isinstance(outcome, int):
+            raise TypeError(f"outcome is a name, got {outcome!r}")
         asked = [outcome] if isinstance(outcome, str) else list(outcome or [])
         if any(o not in ACCEPTED_OUTCOMES for o in asked):
             raise TypeError(
