@@ -173,7 +173,8 @@ def test_simple_system_markdown_and_junit_never_count_not_judged_as_failed(
     assert (suite.get("failures"), suite.get("errors")) == ("1", "0")
     baseline = suite.find("testcase[@name='baseline']")
     assert baseline is not None
-    assert baseline.find("failure") is None and baseline.find("error") is None
+    assert baseline.find("failure") is None
+    assert baseline.find("error") is None
     crashed = suite.find(f"testcase[@name='{CRASHED}']")
     assert crashed is not None
     failure = crashed.find("failure")

@@ -152,8 +152,10 @@ def render_html(
             "<p>Each picture is one case: a lane per worker process (boundary hits as ticks, "
             "the SIGKILL as a red X, the restart as a dashed arrow), the provider's log (one "
             "marker per request: ● fresh effect, ■ deduplicated, ▲ expired then accepted, "
-            "✕ refused or failed; a red ring is a duplicate effect) and the ledger's audit "
-            "trail.</p>"
+            "✕ refused or failed; a red ring is a duplicate effect, and a dashed red arc joins "
+            "it to the effect it repeats) and the ledger's audit trail. The title names the "
+            "failed invariants in red; undecided ones (yellow) and not judged ones (grey) are "
+            "never counted among them.</p>"
         )
     drawn, listed = bad[:MAX_DRAWN_CASES], bad[MAX_DRAWN_CASES:]
     if listed:
@@ -473,11 +475,14 @@ def _listed(cases: Sequence[Mapping[str, Any]]) -> str:
     for case in cases:
         verdict = case["verdict"]
         groups = by_look(case)
-        said = [escape(name) for name, _ in groups["fail"]]
-        said += [f"{escape(name)} (undecided)" for name, _ in groups["undecided"]]
+        said = []
+        if groups["fail"]:
+            said.append("failed: " + ", ".join(escape(n) for n, _ in groups["fail"]))
+        if groups["undecided"]:
+            said.append("undecided: " + ", ".join(escape(n) for n, _ in groups["undecided"]))
         if groups["not_judged"]:
             said.append(f'<span class="muted">{len(groups["not_judged"])} not judged</span>')
-        failing = ", ".join(said)
+        failing = "; ".join(said)
         rows.append(
             f'<tr id="{_anchor(case["id"])}"><td><code>{escape(case["id"])}</code></td>'
             f'<td><span class="badge {verdict}">{escape(verdict)}</span></td>'
@@ -485,8 +490,8 @@ def _listed(cases: Sequence[Mapping[str, Any]]) -> str:
         )
     return (
         f"<h2>Listed without pictures ({len(cases)})</h2>"
-        '<table class="listed"><tr><th>case</th><th>verdict</th><th>failing invariants</th>'
-        f"<th>replay</th></tr>{''.join(rows)}</table>"
+        '<table class="listed"><tr><th>case</th><th>verdict</th>'
+        f"<th>invariants that did not hold</th><th>replay</th></tr>{''.join(rows)}</table>"
     )
 
 
