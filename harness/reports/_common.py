@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 SYMBOL = {"pass": "✅", "fail": "❌", "unknown": "⚠️", "gap": "🕳️", "flaky": "🔀", None: "-"}
+#: an invariant result's symbol by look (``look``): a not-judged check is neither ❌ nor ⚠️
+LOOK_SYMBOL = {"pass": "✅", "fail": "❌", "undecided": "⚠️", "not_judged": "⚪", None: "-"}
 
 
 def headline(report: Mapping[str, Any]) -> tuple[str, str]:
@@ -99,3 +103,228 @@ def effects_line(case: Mapping[str, Any]) -> str:
     if by:
         text += " (" + ", ".join(f"{n} {k}" for k, n in sorted(by.items())) + ")"
     return text
+
+
+# -- how an invariant result looks: failed, undecided, not judged ------------------------------
+
+#: summary prefix of an *unknown* that is a blind spot of the system under test (no ledger
+#: adapter, no audit query), not a finding; ``harness.outcome`` reads it the same way
+NOT_JUDGED = "[not judged]"
+#: the four looks of an invariant result, in the order a reader needs them
+LOOKS = ("fail", "undecided", "not_judged", "pass")
+#: the word every format uses for a look
+LOOK_WORD = {
+    "fail": "failed",
+    "undecided": "undecided",
+    "not_judged": "not judged",
+    "pass": "holds",
+}
+
+
+def look(inv: Mapping[str, Any]) -> str:
+    """``fail``, ``undecided``, ``not_judged`` or ``pass``: what a result means to a reader.
+
+    report.json has three statuses; an *unknown* whose summary starts ``[not judged]`` is a
+    check the system gave nothing to judge by, which is neither a failure nor an undecided
+    case (``harness.outcome`` ignores it for the exit status, so the reports must too)."""
+    status = inv.get("status")
+    if status == "fail":
+        return "fail"
+    if status == "unknown":
+        return "not_judged" if str(inv.get("summary", "")).startswith(NOT_JUDGED) else "undecided"
+    return "pass"
+
+
+def reason(inv: Mapping[str, Any]) -> str:
+    """The summary without the ``[not judged]`` tag the look already says."""
+    text = str(inv.get("summary", ""))
+    if text.startswith(NOT_JUDGED):
+        text = text[len(NOT_JUDGED) :].strip()
+    return text
+
+
+def by_look(case: Mapping[str, Any]) -> dict[str, list[tuple[str, Mapping[str, Any]]]]:
+    """The case's invariants grouped by look (every look present, in ``LOOKS`` order)."""
+    groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {k: [] for k in LOOKS}
+    for name, inv in case["invariants"].items():
+        groups[look(inv)].append((name, inv))
+    return groups
+
+
+def failed_names(case: Mapping[str, Any]) -> list[str]:
+    """Only the invariants that failed: what a title or a count of problems may list."""
+    return [n for n, inv in case["invariants"].items() if look(inv) == "fail"]
+
+
+#: a not-judged reason names the ledger part first ("ledger audit: why"); grouped by the why
+_PART = re.compile(r"^ledger [a-z ]+: ")
+
+
+def not_judged_groups(case: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """``(why, names)`` for the not-judged invariants, one entry per distinct why: a system
+    without a ledger adapter leaves seven checks blind for one reason, said once."""
+    groups: dict[str, list[str]] = {}
+    for name, inv in case["invariants"].items():
+        if look(inv) == "not_judged":
+            groups.setdefault(_PART.sub("", reason(inv)) or "no evidence", []).append(name)
+    return list(groups.items())
+
+
+def title_parts(case: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(look, text)`` pieces of a case's one-line title: the id and verdict, the failed
+    invariants by name, then undecided and not-judged ones, each in its own look, so a
+    blind spot never reads as a failure."""
+    groups = by_look(case)
+    parts = [("head", f"{case['id']}: {case['verdict']}")]
+    if groups["fail"]:
+        parts.append(("fail", "failed: " + ", ".join(n for n, _ in groups["fail"])))
+    if groups["undecided"]:
+        parts.append(("undecided", "undecided: " + ", ".join(n for n, _ in groups["undecided"])))
+    if groups["not_judged"]:
+        parts.append(("not_judged", f"{len(groups['not_judged'])} not judged"))
+    return parts
+
+
+def title_text(case: Mapping[str, Any]) -> str:
+    """``title_parts`` as plain text."""
+    head, *rest = title_parts(case)
+    return head[1] + (" (" + "; ".join(text for _, text in rest) + ")" if rest else "")
+
+
+# -- what a failure was about: duplicated and lost destinations --------------------------------
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """One duplicate effect and the earlier effect of the same identity it repeats."""
+
+    #: the provider's log sequence number of the duplicate, and of the effect it repeats
+    seq: int | None
+    repeats: int | None
+    run_id: str
+    destination: str
+    #: the idempotency keys of the duplicate and of the original (a new key per attempt is
+    #: the usual cause, so both are said when they differ)
+    key: str | None
+    original_key: str | None
+    outcome: str
+
+
+def _seq(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def duplicates(case: Mapping[str, Any]) -> list[Duplicate]:
+    """Every duplicate effect of a case, each with the effect it repeats.
+
+    ``exactly_once_effect``'s evidence groups accepted effects by recipient (its normal form,
+    so two spellings of one address count as one), and comes first; the timeline's effect
+    events (``detail.duplicate``, ``repeats``) add any it does not list, and serve alone for a
+    report whose evidence was cut."""
+    found: list[Duplicate] = []
+    seen: set[int] = set()
+    evidence = case["invariants"].get("exactly_once_effect", {})
+    if evidence.get("status") == "fail":
+        for group in evidence.get("evidence", {}).get("duplicates", []) or []:
+            effects = sorted(
+                (e for e in group.get("effects", []) if isinstance(e, Mapping)),
+                key=lambda e: _seq(e.get("seq")) or 0,
+            )
+            if len(effects) < 2:
+                continue
+            first = effects[0]
+            for eff in effects[1:]:
+                seq = _seq(eff.get("seq"))
+                found.append(
+                    Duplicate(
+                        seq=seq,
+                        repeats=_seq(first.get("seq")),
+                        run_id=str(group.get("run_id", eff.get("run_id", ""))),
+                        destination=str(eff.get("destination", group.get("destination", ""))),
+                        key=_str_or_none(eff.get("idempotency_key")),
+                        original_key=_str_or_none(first.get("idempotency_key")),
+                        outcome=str(eff.get("outcome", "")),
+                    )
+                )
+                if seq is not None:
+                    seen.add(seq)
+    events = [e for e in case.get("timeline") or () if e.get("kind") == "effect"]
+    by_seq = {_seq(e["detail"].get("seq")): e["detail"] for e in events if e.get("detail")}
+    for ev in events:
+        detail = ev.get("detail") or {}
+        seq = _seq(detail.get("seq"))
+        if not detail.get("duplicate") or (seq is not None and seq in seen):
+            continue
+        repeats = _seq(detail.get("repeats"))
+        if repeats is None:  # a report written before the builder said which one
+            ident = (detail.get("run_id"), detail.get("destination"))
+            repeats = next(
+                (
+                    s
+                    for s, d in by_seq.items()
+                    if s is not None
+                    and d.get("nth_accepted") == 1
+                    and (d.get("run_id"), d.get("destination")) == ident
+                ),
+                None,
+            )
+        original = by_seq.get(repeats, {}) if repeats is not None else {}
+        found.append(
+            Duplicate(
+                seq=seq,
+                repeats=repeats,
+                run_id=str(detail.get("run_id", "")),
+                destination=str(detail.get("destination", "")),
+                key=_str_or_none(detail.get("idempotency_key")),
+                original_key=_str_or_none(original.get("idempotency_key")),
+                outcome=str(detail.get("outcome", "")),
+            )
+        )
+    return found
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def duplicated_destinations(case: Mapping[str, Any]) -> list[str]:
+    """The destinations that got more than one effect, each once, in order."""
+    return list(dict.fromkeys(d.destination for d in duplicates(case)))
+
+
+def repeat_sentence(dup: Duplicate) -> str:
+    """``effect #7 repeats #3 (same destination X, key K)``: the Markdown and JUnit wording."""
+    one = f"#{dup.seq}" if dup.seq is not None else "an effect"
+    other = f"#{dup.repeats}" if dup.repeats is not None else "an earlier effect"
+    return f"effect {one} repeats {other} ({repeat_because(dup)})"
+
+
+def repeat_because(dup: Duplicate) -> str:
+    """Why the two effects are one message twice: the destination, and the keys used."""
+    text = f"same destination {dup.destination}"
+    if dup.key and dup.original_key and dup.key != dup.original_key:
+        text += f", new key {dup.key} (the first had {dup.original_key})"
+    elif dup.key:
+        text += f", key {dup.key}"
+    if dup.outcome == "expired_then_accepted":
+        text += ", accepted again after the key's window expired"
+    return text
+
+
+def lost(case: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``no_silent_loss``'s lost deliveries (``run_id``, ``destination``, ``why``), when it
+    failed and its evidence names them."""
+    inv = case["invariants"].get("no_silent_loss", {})
+    if inv.get("status") != "fail":
+        return []
+    rows = inv.get("evidence", {}).get("lost", []) or []
+    return [r for r in rows if isinstance(r, Mapping) and r.get("destination") is not None]
+
+
+def lost_sentence(row: Mapping[str, Any]) -> str:
+    """``destination X (run R) never got its effect: why``."""
+    text = f"{row['destination']}"
+    if row.get("run_id"):
+        text += f" (run {row['run_id']})"
+    text += " never got its effect"
+    return text + (f": {row['why']}" if row.get("why") else "")

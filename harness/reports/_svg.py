@@ -61,6 +61,14 @@ _ROW = 46  # px per lane
 _RIGHT = 16  # px right of the plot area
 _LABEL_MAX = 90  # characters of a data-derived label before it is cut with an ellipsis
 _KILL = "#c62828"
+#: the title's colour per look of an invariant (``harness.reports._common.look``): failed
+#: red, undecided a dark yellow that reads on white, not judged grey
+TITLE_COLOURS = {
+    "head": "#212121",
+    "fail": "#c62828",
+    "undecided": "#f57f17",
+    "not_judged": "#757575",
+}
 _DUPLICATE = "#d50000"
 _INK = "#212121"
 _MUTED = "#455a64"
@@ -269,11 +277,19 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
 
 
 def timeline_svg(
-    events: Sequence[Mapping[str, Any]], *, title: str = "", salt: str = "timeline"
+    events: Sequence[Mapping[str, Any]],
+    *,
+    title: str = "",
+    title_parts: Sequence[tuple[str, str]] = (),
+    salt: str = "timeline",
 ) -> str:
     """The timeline as an ``<svg>`` element for an HTML5 page (no XML prolog, no namespaces:
     the HTML parser supplies them; add ``xmlns`` to read it as XML). ``salt`` is kept for
-    callers: the picture has no ids, so pictures sharing a page cannot clash."""
+    callers: the picture has no ids, so pictures sharing a page cannot clash.
+
+    ``title_parts`` (``(look, text)``, see ``_common.title_parts``) draws the visible title in
+    pieces coloured by look, so the failed invariants are red and the undecided and
+    not-judged ones are not; ``title`` stays the plain text of the ``<title>`` tooltip."""
     del salt
     lanes = _lanes(events) or ["(no events)"]
     names = {lane: _cut(lane, 24) for lane in lanes}
@@ -356,13 +372,16 @@ def timeline_svg(
         height = ly + 10
 
     head = []
-    if title:
-        head.append(f"<title>{_esc(title)}</title>")
-        shown = title
+    if title or title_parts:
+        head.append(f"<title>{_esc(title or ' · '.join(t for _, t in title_parts))}</title>")
         room = WIDTH - left - 8
-        while len(shown) > 8 and _text_width(shown, 13.5, bold=True) > room:
-            shown = shown[:-2].rstrip() + "\u2026"
-        head.append(_text(left, 20, shown, size=13.5, bold=True))
+        if title_parts:
+            head.append(_title_line(title_parts, left, 20, room))
+        else:
+            shown = title
+            while len(shown) > 8 and _text_width(shown, 13.5, bold=True) > room:
+                shown = shown[:-2].rstrip() + "\u2026"
+            head.append(_text(left, 20, shown, size=13.5, bold=True))
     h = _n(math.ceil(height))
     return (
         f'<svg width="{WIDTH}" height="{h}" viewBox="0 0 {WIDTH} {h}" role="img" '
@@ -376,6 +395,27 @@ def timeline_svg(
 
 
 _X = Callable[[Mapping[str, Any]], float]
+
+
+def _title_line(parts: Sequence[tuple[str, str]], x: float, y: float, room: float) -> str:
+    """One bold ``<text>`` of coloured ``<tspan>`` pieces joined by " · ", cut with an
+    ellipsis where the line would run past ``room`` px."""
+    spans = []
+    used = 0.0
+    for i, (kind, text) in enumerate(parts):
+        piece = (" \u00b7 " if i else "") + text
+        width = _text_width(piece, 13.5, bold=True)
+        if used + width > room:
+            while len(piece) > 1 and used + _text_width(piece + "\u2026", 13.5, bold=True) > room:
+                piece = piece[:-1]
+            piece = piece.rstrip() + "\u2026"
+        colour = TITLE_COLOURS.get(kind, _INK)
+        spans.append(f'<tspan fill="{_esc(colour)}">{_esc(piece)}</tspan>')
+        used += width
+        if used > room:
+            break
+    attrs = f'x="{_n(x)}" y="{_n(y)}" font-size="13.5" font-weight="bold"'
+    return f"<text {attrs}>{''.join(spans)}</text>"
 
 
 def _restarts(
@@ -470,6 +510,23 @@ def _provider(evs: Sequence[Mapping[str, Any]], y: float, x: _X, labels: _Labels
             out.append(_marks(shape, points, 10, face=face, edge=edge))
     dups = [ev for ev in evs if ev.get("detail", {}).get("duplicate")]
     out.append(_marks("o", [(x(ev), y) for ev in dups], 20, face="none", edge=_DUPLICATE, width=2))
+    # a dashed arc over the lane from each duplicate back to the effect it repeats
+    by_seq = {ev.get("detail", {}).get("seq"): ev for ev in evs}
+    arcs = []
+    for ev in dups:
+        original = by_seq.get(ev.get("detail", {}).get("repeats"))
+        if original is None:
+            continue
+        x1, x2 = x(original), x(ev)
+        lift = min(18.0, 6.0 + abs(x2 - x1) / 8)
+        arcs.append(
+            f"M{_n(x1)} {_n(y - 6)}Q{_n((x1 + x2) / 2)} {_n(y - 6 - 2 * lift)} {_n(x2)} {_n(y - 8)}"
+        )
+    if arcs:
+        out.append(
+            f'<path d="{"".join(arcs)}" fill="none" stroke="{_DUPLICATE}" stroke-width="1.3" '
+            'stroke-dasharray="3 2"/>'
+        )
     if dups:
         labels.add(
             f"{len(dups)} duplicate effect(s)",
@@ -505,8 +562,11 @@ def _legend_entries(events: Sequence[Mapping[str, Any]]) -> list[tuple[str, str,
             entries.append(style)
     if outcomes - set(EFFECT_STYLE):
         entries.append(_OTHER_EFFECT)
-    if any(ev.get("detail", {}).get("duplicate") for ev in events if ev["kind"] == "effect"):
+    effects = [ev for ev in events if ev["kind"] == "effect"]
+    if any(ev.get("detail", {}).get("duplicate") for ev in effects):
         entries.append(("O", "none", _DUPLICATE, "duplicate effect (2nd+ for one identity)"))
+    if any(ev.get("detail", {}).get("repeats") is not None for ev in effects):
+        entries.append(("arc", "none", _DUPLICATE, "arc: back to the effect it repeats"))
     labels = {str(ev["label"]) for ev in events if ev["lane"] == LEDGER_LANE}
     for name, colour in LEDGER_COLOURS.items():
         if name in labels:
@@ -523,4 +583,9 @@ def _legend_mark(shape: str, face: str, edge: str, x: float, y: float) -> str:
         return _marks("x", [(x, y)], 8, face=face, width=2)
     if shape == "O":  # the duplicate ring
         return _marks("o", [(x, y)], 12, face="none", edge=edge, width=2)
+    if shape == "arc":  # a duplicate's arc back to its original
+        return (
+            f'<path d="M{_n(x - 6)} {_n(y + 3)}Q{_n(x)} {_n(y - 7)} {_n(x + 6)} {_n(y + 3)}" '
+            f'fill="none" stroke="{_esc(edge)}" stroke-width="1.3" stroke-dasharray="3 2"/>'
+        )
     return _marks(shape, [(x, y)], 9, face=face, edge=edge)

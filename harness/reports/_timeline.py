@@ -94,6 +94,8 @@ def build_timeline(
         if ev["event"] in ("spawn", "exit"):
             alive.setdefault(str(ev["worker"]), []).append(t)
     accepted_seen: dict[tuple[str, str], int] = {}
+    #: the first accepted effect of each identity: what a later one repeats
+    first_seq: dict[tuple[str, str], Any] = {}
     effect_rows = [_as_mapping(e) for e in effects or ()]
     for eff in sorted(effect_rows, key=lambda e: e.get("seq") or 0):
         outcome = str(eff.get("outcome", ""))
@@ -117,6 +119,9 @@ def build_timeline(
             accepted_seen[ident] = accepted_seen.get(ident, 0) + 1
             detail["nth_accepted"] = accepted_seen[ident]
             detail["duplicate"] = accepted_seen[ident] > 1
+            if detail["duplicate"] and first_seq.get(ident) is not None:
+                detail["repeats"] = first_seq[ident]  # so a report can link it to the original
+            first_seq.setdefault(ident, eff.get("seq"))
         label = outcome + (" (duplicate)" if detail.get("duplicate") else "")
         event = {"lane": PROVIDER_LANE, "kind": "effect", "label": label, "detail": detail}
         received_at = float(eff.get("received_at") or 0.0)

@@ -19,16 +19,29 @@ from html import escape
 from typing import Any
 
 from harness.reports._common import (
+    LOOK_WORD,
+    by_look,
     case_where,
+    duplicated_destinations,
+    duplicates,
     effects_line,
     headline,
     invariant_names,
+    look,
+    lost,
+    lost_sentence,
+    not_judged_groups,
     not_passing,
     partial_note,
+    reason,
+    repeat_because,
+    title_parts,
+    title_text,
 )
 
 _CSS = """
-:root { --pass:#2e7d32; --fail:#c62828; --unknown:#ef6c00; --none:#9e9e9e; --ink:#212121;
+:root { --pass:#2e7d32; --fail:#c62828; --unknown:#f9a825; --unknown-ink:#3e2723;
+        --notjudged:#b0bec5; --notjudged-ink:#455a64; --none:#9e9e9e; --ink:#212121;
         --muted:#616161; --line:#e0e0e0; --bg:#fafafa; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
@@ -43,7 +56,7 @@ pre { background: #263238; color: #eceff1; padding: 10px 12px; border-radius: 6p
 .banner { padding: 14px 18px; border-radius: 8px; color: #fff; font-size: 18px;
           font-weight: 600; margin-bottom: 10px; }
 .banner.fail, .banner.gap { background: var(--fail); }
-.banner.unknown { background: var(--unknown); }
+.banner.unknown { background: var(--unknown); color: var(--unknown-ink); }
 .banner.pass { background: var(--pass); }
 .banner.partial { background: #546e7a; }
 .partial-note { background: #fff3e0; border: 1px solid #ffb74d; padding: 10px 14px;
@@ -58,7 +71,17 @@ table.matrix td.cell { width: 34px; min-width: 34px; text-align: center; color: 
                        font-weight: 700; }
 td.pass, span.pass { background: var(--pass); }
 td.fail, span.fail { background: var(--fail); }
-td.unknown, span.unknown { background: var(--unknown); }
+td.unknown, span.unknown, td.undecided, span.undecided { background: var(--unknown);
+  color: var(--unknown-ink) !important; }
+td.not_judged, span.not_judged { background: var(--notjudged);
+  color: var(--notjudged-ink) !important; }
+td.cell.undecided a { color: var(--unknown-ink); }
+td.cell.not_judged a { color: var(--notjudged-ink); }
+li.fail b.look { color: var(--fail); }
+li.undecided b.look { color: #f57f17; }
+li.not_judged, li.not_judged b.look { color: var(--notjudged-ink); }
+li.dups b, li.lost b { color: var(--fail); }
+.muted { color: var(--notjudged-ink); }
 span.gap { background: #6a1b9a; }
 span.flaky { background: #5d4037; }
 td.none { background: #eeeeee; color: var(--none) !important; }
@@ -90,7 +113,7 @@ footer { color: var(--muted); margin: 40px 0 10px; font-size: 12px; }
 #: cases that did not pass drawn in full (picture, evidence, events); the rest are listed
 MAX_DRAWN_CASES = 20
 
-_LETTER = {"pass": "✓", "fail": "✗", "unknown": "?", "gap": "∅", "flaky": "~"}
+_LETTER = {"pass": "✓", "fail": "✗", "undecided": "?", "not_judged": "○"}
 
 
 def render_html(
@@ -129,8 +152,10 @@ def render_html(
             "<p>Each picture is one case: a lane per worker process (boundary hits as ticks, "
             "the SIGKILL as a red X, the restart as a dashed arrow), the provider's log (one "
             "marker per request: ● fresh effect, ■ deduplicated, ▲ expired then accepted, "
-            "✕ refused or failed; a red ring is a duplicate effect) and the ledger's audit "
-            "trail.</p>"
+            "✕ refused or failed; a red ring is a duplicate effect, and a dashed red arc joins "
+            "it to the effect it repeats) and the ledger's audit trail. The title names the "
+            "failed invariants in red; undecided ones (yellow) and not judged ones (grey) are "
+            "never counted among them.</p>"
         )
     drawn, listed = bad[:MAX_DRAWN_CASES], bad[MAX_DRAWN_CASES:]
     if listed:
@@ -174,7 +199,7 @@ def _meta(report: Mapping[str, Any]) -> str:
     env = report.get("environment", {})
     items = [
         ("seed", str(report["seed"])),
-        ("cases", f"{s['passed']} pass · {s['failed']} fail · {s['unknown']} unknown"),
+        ("cases", f"{s['passed']} pass · {s['failed']} fail · {s['unknown']} undecided"),
         ("boundaries covered", f"{s['boundaries_covered']}/{s['boundaries_documented']}"),
         ("started", _when(report.get("started_at"))),
         ("took", f"{float(report.get('duration_s', 0.0)):.1f}s"),
@@ -214,12 +239,12 @@ def _matrix(report: Mapping[str, Any]) -> str:
             if inv is None:
                 cells.append('<td class="cell none" title="not checked">-</td>')
                 continue
-            status = inv["status"]
-            mark = _LETTER[status]
-            if linked and status != "pass":
+            kind = look(inv)
+            mark = _LETTER[kind]
+            if linked and kind != "pass":
                 mark = f'<a href="#{_anchor(case["id"])}">{mark}</a>'
-            tip = escape(f"{n}: {status}: {inv['summary']}")
-            cells.append(f'<td class="cell {status}" title="{tip}">{mark}</td>')
+            tip = escape(f"{n}: {LOOK_WORD[kind]}: {reason(inv)}")
+            cells.append(f'<td class="cell {kind}" title="{tip}">{mark}</td>')
         verdict = f'<span class="badge {case["verdict"]}">{escape(case["verdict"])}</span>'
         label = escape(where)
         if linked:
@@ -231,9 +256,11 @@ def _matrix(report: Mapping[str, Any]) -> str:
             f'<td class="num">{float(case["duration_s"]):.2f}s</td></tr>'
         )
     legend = (
-        '<p><span class="badge pass">✓ holds</span> <span class="badge fail">✗ violated</span> '
-        '<span class="badge unknown">? undecided</span> — hover a cell for the checker\'s '
-        "summary, click a failing one for its case.</p>"
+        '<p><span class="badge pass">✓ holds</span> <span class="badge fail">✗ failed</span> '
+        '<span class="badge undecided">? undecided</span> '
+        '<span class="badge not_judged">○ not judged</span> (the system gave nothing to judge '
+        "it by, e.g. no ledger adapter: neither a failure nor undecided) — hover a cell for "
+        "the checker's summary, click a failing one for its case.</p>"
     )
     return (
         "<h2>Boundary \u00d7 invariant</h2>"
@@ -292,32 +319,32 @@ def _case(
     from harness.reports._timeline import synthesize
 
     verdict = case["verdict"]
+    timeline: list[Mapping[str, Any]] = list(case.get("timeline") or [])
+    recorded = bool(timeline)
+    events = timeline if recorded else synthesize(case)
+    anchors = _effect_anchors(case, events) if recorded else {}
     out = [
         f'<section class="case {verdict}" id="{_anchor(case["id"])}">',
         f"<h3><code>{escape(case['id'])}</code> "
         f'<span class="badge {verdict}">{escape(verdict)}</span></h3><ul>',
     ]
-    for name, inv in case["invariants"].items():
-        if inv["status"] != "pass":
-            out.append(
-                f"<li><b>{escape(name)}</b> ({escape(inv['status'])}): "
-                f"{escape(inv['summary'])}</li>"
-            )
+    out += _looks(case)
+    out += _failure_about(case, anchors)
     out.append(f"<li>provider: {escape(effects_line(case))}</li>")
     out += [f"<li>note: {escape(n)}</li>" for n in case["notes"]]
     if case.get("runs"):
         said = ", then ".join(str(r["verdict"]) for r in case["runs"])
         out.append(f"<li>runs of this schedule (same seed): {escape(said)}</li>")
     out.append("</ul>")
-    timeline: list[Mapping[str, Any]] = list(case.get("timeline") or [])
-    recorded = bool(timeline)
-    events = timeline if recorded else synthesize(case)
     key = f"{case['id']}:{len(events)}:{events[-1]['t'] if events else 0}:{recorded}"
     svg = svg_cache.get(key) if svg_cache is not None else None
     if svg is None:
-        failing = [n for n, r in case["invariants"].items() if r["status"] != "pass"]
-        title = f"{case['id']}: {verdict}" + (f" ({', '.join(failing)})" if failing else "")
-        svg = timeline_svg(events, title=title, salt=_anchor(case["id"]))
+        svg = timeline_svg(
+            events,
+            title=title_text(case),
+            title_parts=title_parts(case),
+            salt=_anchor(case["id"]),
+        )
         if svg_cache is not None:
             svg_cache[key] = svg
     caption = (
@@ -327,7 +354,9 @@ def _case(
     )
     out.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
     out.append(_workers(case))
-    evidence = {n: r["evidence"] for n, r in case["invariants"].items() if r["status"] != "pass"}
+    evidence = {  # a not-judged check has none: its reason is said above
+        n: r["evidence"] for n, r in case["invariants"].items() if look(r) in ("fail", "undecided")
+    }
     if any(evidence.values()):
         out.append(
             "<details><summary>evidence (JSON)</summary><pre><code>"
@@ -335,12 +364,7 @@ def _case(
             + "</code></pre></details>"
         )
     if recorded:
-        rows = "".join(
-            f'<tr><td class="num">{float(ev["t"]) * 1000:.1f}</td><td>{escape(str(ev["lane"]))}'
-            f"</td><td>{escape(str(ev['kind']))}</td><td>{escape(str(ev['label']))}</td></tr>"
-            for ev in events
-            if ev["kind"] != "hit"
-        )
+        rows = _event_rows(case, events)
         out.append(
             "<details><summary>timeline events (without plain boundary hits)</summary>"
             "<table><tr><th>ms</th><th>lane</th><th>kind</th><th>what</th></tr>"
@@ -351,16 +375,114 @@ def _case(
     return "\n".join(out)
 
 
+def _looks(case: Mapping[str, Any]) -> list[str]:
+    """The case's invariants that did not hold, one look each: failed (red ✗), undecided
+    (yellow, with why), and not judged (grey, one line per reason), so seven blind spots of
+    a system without a ledger adapter never read as seven more failures."""
+    groups = by_look(case)
+    out = [
+        f'<li class="fail"><b class="look">✗ failed</b> <b>{escape(name)}</b>: '
+        f"{escape(reason(inv))}</li>"
+        for name, inv in groups["fail"]
+    ]
+    out += [
+        f'<li class="undecided"><b class="look">? undecided</b> <b>{escape(name)}</b>: '
+        f"{escape(reason(inv))}</li>"
+        for name, inv in groups["undecided"]
+    ]
+    out += [
+        f'<li class="not_judged"><b class="look">○ not judged</b>: {escape(why)}: '
+        + ", ".join(f"<code>{escape(n)}</code>" for n in names)
+        + "</li>"
+        for why, names in not_judged_groups(case)
+    ]
+    return out
+
+
+def _effect_anchors(case: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """provider seq -> the id of its row in the case's timeline events table (the first row
+    with that seq, so ids stay unique on the page)."""
+    anchors: dict[int, str] = {}
+    for ev in events:
+        seq = (ev.get("detail") or {}).get("seq")
+        if ev["kind"] == "effect" and isinstance(seq, int) and seq not in anchors:
+            anchors[seq] = f"{_anchor(case['id'])}-effect-{seq}"
+    return anchors
+
+
+def _effect_link(seq: int | None, anchors: Mapping[int, str]) -> str:
+    """``#seq``, a link to its timeline row when the page has one."""
+    if seq is None:
+        return "an effect"
+    if seq in anchors:
+        return f'<a href="#{anchors[seq]}">#{seq}</a>'
+    return f"#{seq}"
+
+
+def _failure_about(case: Mapping[str, Any], anchors: Mapping[int, str]) -> list[str]:
+    """What a failure was about: the destinations that got a message twice, each duplicate
+    linked to the effect it repeats, and the destinations that never got theirs."""
+    out = []
+    dups = duplicates(case)
+    if dups:
+        named = ", ".join(f"<code>{escape(d)}</code>" for d in duplicated_destinations(case))
+        items = "".join(
+            f"<li>effect {_effect_link(d.seq, anchors)} repeats "
+            f'<span class="repeats">{_effect_link(d.repeats, anchors)}</span> '
+            f"({escape(repeat_because(d))})</li>"
+            for d in dups
+        )
+        out.append(f'<li class="dups"><b>duplicated</b>: {named}<ul>{items}</ul></li>')
+    for row in lost(case):
+        out.append(f'<li class="lost"><b>lost</b>: {escape(lost_sentence(row))}</li>')
+    return out
+
+
+def _event_rows(case: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:
+    """The timeline events table (without plain boundary hits); an effect's row is anchored
+    by its provider seq, and a duplicate's row links to the row of the effect it repeats."""
+    anchors = _effect_anchors(case, events)
+    repeats = {d.seq: d.repeats for d in duplicates(case) if d.seq is not None}
+    used: set[str] = set()
+    rows = []
+    for ev in events:
+        if ev["kind"] == "hit":
+            continue
+        detail = ev.get("detail") or {}
+        what = escape(str(ev["label"]))
+        row_id = ""
+        seq = detail.get("seq")
+        if ev["kind"] == "effect" and isinstance(seq, int):
+            what = f"#{seq} {what}"
+            if detail.get("destination") is not None:
+                what += f" → {escape(str(detail['destination']))}"
+            if seq in repeats:
+                what += f" — repeats {_effect_link(repeats[seq], anchors)}"
+            if anchors.get(seq) and anchors[seq] not in used:
+                used.add(anchors[seq])
+                row_id = f' id="{anchors[seq]}"'
+        rows.append(
+            f'<tr{row_id}><td class="num">{float(ev["t"]) * 1000:.1f}</td>'
+            f"<td>{escape(str(ev['lane']))}</td><td>{escape(str(ev['kind']))}</td>"
+            f"<td>{what}</td></tr>"
+        )
+    return "".join(rows)
+
+
 def _listed(cases: Sequence[Mapping[str, Any]]) -> str:
     """The cases past ``MAX_DRAWN_CASES``: one row each, anchored so the matrix links land."""
     rows = []
     for case in cases:
         verdict = case["verdict"]
-        failing = ", ".join(
-            escape(name) + ("" if inv["status"] == "fail" else f" ({escape(inv['status'])})")
-            for name, inv in case["invariants"].items()
-            if inv["status"] != "pass"
-        )
+        groups = by_look(case)
+        said = []
+        if groups["fail"]:
+            said.append("failed: " + ", ".join(escape(n) for n, _ in groups["fail"]))
+        if groups["undecided"]:
+            said.append("undecided: " + ", ".join(escape(n) for n, _ in groups["undecided"]))
+        if groups["not_judged"]:
+            said.append(f'<span class="muted">{len(groups["not_judged"])} not judged</span>')
+        failing = "; ".join(said)
         rows.append(
             f'<tr id="{_anchor(case["id"])}"><td><code>{escape(case["id"])}</code></td>'
             f'<td><span class="badge {verdict}">{escape(verdict)}</span></td>'
@@ -368,8 +490,8 @@ def _listed(cases: Sequence[Mapping[str, Any]]) -> str:
         )
     return (
         f"<h2>Listed without pictures ({len(cases)})</h2>"
-        '<table class="listed"><tr><th>case</th><th>verdict</th><th>failing invariants</th>'
-        f"<th>replay</th></tr>{''.join(rows)}</table>"
+        '<table class="listed"><tr><th>case</th><th>verdict</th>'
+        f"<th>invariants that did not hold</th><th>replay</th></tr>{''.join(rows)}</table>"
     )
 
 

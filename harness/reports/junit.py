@@ -4,7 +4,10 @@
 ``fault@boundary#hit``). A violated invariant is a ``<failure>`` whose ``type`` is the
 invariant and whose text carries its evidence as compact JSON; an undecided case is an
 ``<error>`` with the reason; a planned case that a partial report never reached is
-``<skipped>``; a documented boundary no crash landed on is one more failing testcase. A
+``<skipped>``; a documented boundary no crash landed on is one more failing testcase. An
+invariant the system gave nothing to judge by (``[not judged]``: no ledger adapter) is never a
+failure or an error: it is a ``not_judged`` property of its testcase and a line of its
+``<system-out>``. A
 planned step that did not land is a ``coverage_gap`` failure, except in an explore report:
 there the schedules were drawn, not planned, and one that did not land tested nothing, so it
 is ``<skipped>`` (the rule ``harness.outcome`` applies to the exit status).
@@ -18,7 +21,20 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from harness.reports._common import case_where, compact, effects_line, workers_line
+from harness.reports._common import (
+    by_look,
+    case_where,
+    compact,
+    duplicated_destinations,
+    duplicates,
+    effects_line,
+    lost,
+    lost_sentence,
+    not_judged_groups,
+    reason,
+    repeat_sentence,
+    workers_line,
+)
 
 EVIDENCE_CHARS = 20_000
 #: characters XML 1.0 cannot carry (a worker's stderr may hold any byte)
@@ -88,8 +104,19 @@ def render_junit(report: Mapping[str, Any]) -> str:
 
 
 def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int], *, drawn: bool) -> None:
-    failed = {n: r for n, r in case["invariants"].items() if r["status"] == "fail"}
-    unknown = {n: r for n, r in case["invariants"].items() if r["status"] == "unknown"}
+    groups = by_look(case)
+    failed = dict(groups["fail"])
+    #: only what a checker could not decide; a not-judged check is no reason for an error
+    unknown = dict(groups["undecided"])
+    blind = not_judged_groups(case)
+    if blind:  # first, as JUnit readers that take testcase properties expect
+        props = ET.SubElement(tc, "properties")
+        names = [n for _, group in blind for n in group]
+        ET.SubElement(props, "property", name="not_judged", value=", ".join(names))
+        for why, group in blind:
+            ET.SubElement(
+                props, "property", name="not_judged_because", value=f"{why}: {', '.join(group)}"
+            )
     if case["verdict"] == "fail":
         counts["failures"] += 1
         names = list(failed) or ["verdict"]
@@ -135,6 +162,7 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int], *, dr
     out.append(f"workers: {workers_line(case)}")
     out.append(f"provider: {effects_line(case)}")
     out += [f"note: {n}" for n in case["notes"]]
+    out += [f"not judged (not a failure): {why}: {', '.join(names)}" for why, names in blind]
     ET.SubElement(tc, "system-out").text = "\n".join(out) + "\n"
     tails = [
         f"--- {w['worker']} (pid {w['pid']}, {w['outcome']})\n"
@@ -155,8 +183,14 @@ def _evidence_text(
         lines.append(f"{name} (fail): {r['summary']}")
         lines.append(f"evidence: {compact(r['evidence'], limit=EVIDENCE_CHARS)}")
     for name, r in unknown.items():
-        lines.append(f"{name} (unknown): {r['summary']}")
+        lines.append(f"{name} (undecided): {reason(r)}")
         lines.append(f"evidence: {compact(r['evidence'], limit=EVIDENCE_CHARS)}")
+    if failed:
+        dups = duplicates(case)
+        if dups:
+            lines.append("duplicated: " + ", ".join(duplicated_destinations(case)))
+            lines += [f"  {repeat_sentence(d)}" for d in dups]
+        lines += [f"lost: {lost_sentence(row)}" for row in lost(case)]
     lines += [f"note: {n}" for n in case["notes"]]
     lines.append(f"replay: {case['replay']}")
     return "\n".join(lines) + "\n"

@@ -10,14 +10,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.reports._common import (
+    LOOK_SYMBOL,
     SYMBOL,
+    by_look,
     case_where,
     compact,
+    duplicated_destinations,
+    duplicates,
     effects_line,
     headline,
     invariant_names,
+    look,
+    lost,
+    lost_sentence,
+    not_judged_groups,
     not_passing,
     partial_note,
+    reason,
+    repeat_sentence,
     workers_line,
 )
 
@@ -84,22 +94,39 @@ def _matrix(report: Mapping[str, Any]) -> list[str]:
         where = case_where(case)
         if case["fault"] not in ("none", "crash"):
             where = f"{case['fault']}@{where}"
-        cells = [SYMBOL[case["invariants"].get(n, {}).get("status")] for n in names]
+        cells = [
+            LOOK_SYMBOL[look(case["invariants"][n])] if n in case["invariants"] else "-"
+            for n in names
+        ]
         fx = case["effects"]
         lines.append(
             f"| `{where}` | {SYMBOL[case['verdict']]} {case['verdict']} | "
             + " | ".join(cells)
             + f" | {fx['accepted']}/{fx['intended']} | {float(case['duration_s']):.2f}s |"
         )
-    lines += ["", "✅ holds · ❌ violated · ⚠️ could not decide · - not checked", ""]
+    lines += [
+        "",
+        "✅ holds · ❌ failed · ⚠️ undecided · ⚪ not judged (the system gave nothing to judge it"
+        " by, e.g. no ledger adapter; not a failure) · - not checked",
+        "",
+    ]
     return lines
 
 
 def _case(case: Mapping[str, Any]) -> list[str]:
     lines = [f"### {SYMBOL[case['verdict']]} `{case['id']}`: {case['verdict']}", ""]
-    for name, inv in case["invariants"].items():
-        if inv["status"] != "pass":
-            lines.append(f"- **{name}** ({inv['status']}): {inv['summary']}")
+    groups = by_look(case)
+    lines += [f"- ❌ failed **{name}**: {reason(inv)}" for name, inv in groups["fail"]]
+    lines += [f"- ⚠️ undecided **{name}**: {reason(inv)}" for name, inv in groups["undecided"]]
+    lines += [
+        f"- ⚪ not judged: {why}: " + ", ".join(f"`{n}`" for n in names)
+        for why, names in not_judged_groups(case)
+    ]
+    dups = duplicates(case)
+    if dups:
+        lines.append("- duplicated: " + ", ".join(f"`{d}`" for d in duplicated_destinations(case)))
+        lines += [f"  - {_cell(repeat_sentence(d))}" for d in dups]
+    lines += [f"- lost: {lost_sentence(row)}" for row in lost(case)]
     lines.append(f"- workers: {workers_line(case)}")
     lines.append(f"- provider: {effects_line(case)}")
     for note in case["notes"]:
@@ -111,7 +138,7 @@ def _case(case: Mapping[str, Any]) -> list[str]:
     evidence = {
         n: inv["evidence"]
         for n, inv in case["invariants"].items()
-        if inv["status"] != "pass" and inv["evidence"]
+        if look(inv) in ("fail", "undecided") and inv["evidence"]
     }
     if evidence:
         lines += ["<details><summary>evidence</summary>", "", "```"]
