@@ -16,8 +16,15 @@ from harness.invariants import Status
 from harness.invariants._model import NOT_JUDGED
 
 
-def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool) -> Any:
-    from harness import _db
+def _settings(
+    scenario: Any,
+    *,
+    seed: int | None,
+    db_url: str | None,
+    keep: bool,
+    set_words: tuple[str, ...] = (),
+) -> Any:
+    from harness import _db, _overrides
     from harness import scenario as scenario_mod
     from harness.campaign import CampaignSettings
 
@@ -27,13 +34,15 @@ def _settings(scenario: Any, *, seed: int | None, db_url: str | None, keep: bool
         chosen = secrets.randbelow(2**31)
     builtin = scenario.path.parent.resolve() == scenario_mod.builtin_dir().resolve()
     name = scenario.path.stem if builtin else str(scenario.path)
+    given = dict(_overrides.parse(word) for word in set_words)
     return CampaignSettings(
         system=system,
         seed=chosen,
         db_url=_db.normalise_url(db_url) if db_url else None,
         keep_workdir=keep,
         replay_prefix=["crash-harness", "replay", name],
-        **scenario.campaign_fields(),
+        replay_overrides=given,
+        **{**scenario.campaign_fields(), **given},
     )
 
 
@@ -164,6 +173,7 @@ def _execute(
     depth: int | None = None,
     only: tuple[str, ...] = (),
     determinism: int = 0,
+    set_words: tuple[str, ...] = (),
 ) -> None:
     from harness import scenario as scenario_mod
     from harness.campaign import (
@@ -194,7 +204,7 @@ def _execute(
         _cli_values.report_dir(report_dir)
         _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
-        settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
+        settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep, set_words=set_words)
         mode = mode or scenario.mode
         progress.label = mode
         click.echo(
@@ -309,6 +319,14 @@ _common: list[Callable[[Any], Any]] = [
         help="Run cases on this many cores (each job has its own provider).",
     ),
     click.option("--shard", default=None, help="Run only shard i/n of the cases (CI split)."),
+    click.option(
+        "--set",
+        "set_words",
+        multiple=True,
+        metavar="NAME=JSON",
+        help="A setting on top of the file's, checked as the file's are (runs=1,"
+        " provider_window_s=0, ...); replay lines restate them.",
+    ),
     _style.color_option(),
 ]
 
@@ -450,6 +468,7 @@ def explore_cmd(
     budget: int,
     max_steps: int,
     examples_dir: Path,
+    set_words: tuple[str, ...] = (),
 ) -> None:
     """Let Hypothesis search fault schedules against real processes and shrink any failure.
 
@@ -478,7 +497,7 @@ def explore_cmd(
         _cli_values.report_dir(report_dir)
         _scratch.kept_limit()
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
-        settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep)
+        settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep, set_words=set_words)
         click.echo(
             f"explore {scenario.name} · system {settings.system.name} · seed "
             f"{settings.seed} · budget {budget}"

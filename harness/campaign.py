@@ -150,6 +150,9 @@ class CampaignSettings:
     provider_window_s: float | None = None
     #: how to rerun a case: the command words before ``--case`` (certify by default)
     replay_prefix: list[str] | None = None
+    #: settings a caller gave on top of the scenario or system (``harness._overrides``):
+    #: restated as ``--set`` words in every replay command, so the replay runs this workload
+    replay_overrides: dict[str, Any] = field(default_factory=dict)
     #: cases run in parallel on this many cores (each job its own provider and work dir)
     jobs: int = 1
     #: the fake provider preset the campaign runs against (``harness.reference.adapters``)
@@ -244,12 +247,16 @@ def _check_arg(case: CaseSpec, step: Step, spec: FaultSpec) -> None:
 
 
 def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:
+    from harness import _overrides
+    from harness.systems import importable_name
+
     parts = settings.replay_prefix or [
         "crash-harness",
         "certify",
         "--system",
-        settings.system.name,
+        importable_name(settings.system),
     ]
+    parts = [*parts, *_overrides.as_args(settings.replay_overrides)]
     parts = [*parts, "--seed", str(settings.seed), "--case", case.id]
     if settings.db_url is not None:
         url = make_url(settings.db_url).render_as_string(hide_password=True)

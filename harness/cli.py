@@ -227,9 +227,19 @@ def main() -> None:
     help="Finish a partial report.json: run only the planned cases it lacks, write the merged"
     " report (its system, seed and database are reused).",
 )
+@click.option(
+    "--set",
+    "set_words",
+    multiple=True,
+    metavar="NAME=JSON",
+    help="A campaign setting on top of the defaults, checked as a scenario file's would be"
+    " (runs=1, provider_window_s=0, 'worker_overrides={\"lease_s\": 0.5}'); replay lines"
+    " restate them.",
+)
 @_style.color_option()
 def certify(
     *,
+    set_words: tuple[str, ...] = (),
     system_name: str,
     system_cmd: str | None,
     crash_scope: str,
@@ -251,9 +261,10 @@ def certify(
 
     from click.core import ParameterSource
 
-    from harness import _db, _progress, _scratch, systems
+    from harness import _db, _overrides, _progress, _scratch, systems
     from harness._cmd_scenario import print_case
     from harness.campaign import (
+        DEFAULT_WORKER_DEADLINE_S,
         CampaignSettings,
         CaseResult,
         CaseSpec,
@@ -295,14 +306,28 @@ def certify(
             cases = [CaseSpec.parse(c) for c in resumed.remaining]  # may be none left
         else:
             cases = [CaseSpec.parse(c) for c in case_ids] or None
+        if set_words and resumed is not None:
+            raise BadInputError(
+                "--set with --resume: a resumed campaign reuses the partial report's settings"
+            )
+        given = dict(_overrides.parse(word) for word in set_words)
+        # a replay line restates every setting that changes what runs
+        if crash_scope != "worker":
+            given.setdefault("crash_scope", crash_scope)
+        if worker_deadline != DEFAULT_WORKER_DEADLINE_S:  # as --set restates it
+            given.setdefault("worker_deadline_s", worker_deadline)
+        fields: dict[str, object] = {
+            "worker_deadline_s": worker_deadline,
+            "crash_scope": crash_scope,
+        }
         settings = CampaignSettings(
             system=system,
             seed=seed if seed is not None else secrets.randbelow(2**31),
             db_url=url,
             cases=cases,
-            worker_deadline_s=worker_deadline,
             keep_workdir=keep_workdir,
-            crash_scope=crash_scope,
+            replay_overrides=given,
+            **{**fields, **given},
         )
         planned = cases if cases is not None else default_cases(system)
         validate_cases(system, planned)

@@ -71,7 +71,9 @@ _SHOWN_CASES = 3
 _EVIDENCE_CHARS = 400
 
 #: CampaignSettings fields the plugin sets itself (the rest may be passed as keywords)
-_SET_HERE = frozenset({"system", "seed", "db_url", "cases", "workdir", "replay_prefix", "jobs"})
+_SET_HERE = frozenset(
+    {"system", "seed", "db_url", "cases", "workdir", "replay_prefix", "replay_overrides", "jobs"}
+)
 
 MARKER = "crash_sweep"
 _MARKER_HELP = (
@@ -371,7 +373,7 @@ class CrashCampaign:
         jobs: int | None = None,
         **overrides: Any,
     ) -> CampaignResult:
-        from harness import _db
+        from harness import _db, _overrides
         from harness import scenario as scenario_mod
         from harness.campaign import (
             Campaign,
@@ -412,13 +414,22 @@ class CrashCampaign:
                     f"unknown setting(s) {', '.join(unknown)}; expected some of "
                     f"{', '.join(sorted(allowed))}"
                 )
+            # what changes the workload is checked as a scenario file would be, and restated
+            # in every replay line; the rest (keep_workdir, ...) changes no verdict
+            given = {
+                k: _overrides.check(k, v, where="crash-harness: ")
+                for k, v in overrides.items()
+                if k in _overrides.SETTABLE
+            }
             fields.update(overrides)
+            fields.update(given)
             settings = CampaignSettings(
                 system=system,
                 seed=int(chosen_seed),
                 db_url=_db.normalise_url(chosen_db) if chosen_db else None,
                 workdir=self.workdir / f"campaign-{len(self.results) + 1}",
                 replay_prefix=replay_prefix,
+                replay_overrides=given,
                 jobs=int(chosen_jobs),
                 **fields,
             )

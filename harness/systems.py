@@ -7,6 +7,7 @@ boundaries it declares, how to create its schema, and how to read its ledger.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,6 +113,28 @@ def import_attr(ref: str, *, where: str, error: type[Exception] = UnknownSystemE
     except ImportError as exc:
         raise error(f"{where}: cannot import {module_name!r}: {exc}") from None
     return getattr(module, attr, None)
+
+
+def importable_name(system: System) -> str:
+    """What ``--system`` must say to get ``system`` back: its name when that resolves to it
+    (``reference``, ``mutant:NAME``, ``cmd:...``, a correct ``module:attr``), else the
+    ``module:attr`` it is found at among the loaded modules (a ``simple_system`` named
+    ``"mailer"`` still replays), else its name as it is."""
+    name = system.name
+    if name == "reference" or name.startswith(("mutant:", "cmd:")):
+        return name
+    module_name, _, attr = name.partition(":")
+    module = sys.modules.get(module_name)
+    if module is not None and getattr(module, attr, None) is system:
+        return name
+    for module_name, module in list(sys.modules.items()):
+        try:
+            found = [k for k, v in vars(module).items() if v is system and not k.startswith("_")]
+        except TypeError:  # a module without a __dict__
+            continue
+        if found and module_name != "__main__":
+            return f"{module_name}:{found[0]}"
+    return name
 
 
 def resolve(name: str) -> System:
