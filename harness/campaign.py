@@ -375,6 +375,22 @@ class Campaign:
         )
 
 
+def discover_boundaries(settings: CampaignSettings) -> tuple[System, CaseResult]:
+    """For a system that does not declare its boundaries (a program): run one fault-free dry
+    run and return the system with the boundaries it reached (in flow order), and that run.
+
+    What a certify then crashes is what the program really reaches, never a list it was
+    never written against: a boundary it does not have would be a coverage gap it did not
+    earn, and one it has but nobody listed would go uncrashed."""
+    workdir = _scratch.make_workdir("crash-harness-dry-")
+    try:
+        dry = replace(settings, cases=[CaseSpec()], workdir=workdir, keep_workdir=False)
+        (case,) = run_campaign(dry).cases
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return replace(settings.system, boundaries=tuple(case.reached)), case
+
+
 def run_campaign(
     settings: CampaignSettings, *, on_case: Callable[[CaseResult], None] | None = None
 ) -> CampaignResult:

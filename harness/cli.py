@@ -269,6 +269,7 @@ def certify(
         CaseResult,
         CaseSpec,
         default_cases,
+        discover_boundaries,
         run_campaign,
         validate_cases,
     )
@@ -329,6 +330,17 @@ def certify(
             replay_overrides=given,
             **{**fields, **given},
         )
+        if not system.boundaries:  # a program: crash where its dry run really went
+            click.echo(f"dry run of {system.name}: finding the boundaries it reaches")
+            system, _ = discover_boundaries(settings)
+            settings.system = system
+            click.echo(f"dry run reached: {', '.join(system.boundaries) or 'no boundary'}")
+            if not system.boundaries:
+                click.echo(
+                    "coverage gap: the program reached no boundary() in its dry run, so no"
+                    " crash can be planned; add boundary() calls where a restart must survive"
+                )
+                sys.exit(ExitStatus.VIOLATION)
         planned = cases if cases is not None else default_cases(system)
         validate_cases(system, planned)
         progress.plan(len(planned))

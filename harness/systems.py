@@ -65,8 +65,14 @@ def command_system(
     environment (``CRASH_HARNESS_WORKER``, the provider secret, ``CRASH_HARNESS_CONTROL``).
 
     The program reads them with ``WorkerConfig.from_env()`` and arms itself just by importing
-    ``harness``; its crash plan, trace and control pipes are the ones the harness made. By
-    default it is judged through the reference schema's ledger adapter.
+    ``harness``; its crash plan, trace and control pipes are the ones the harness made.
+
+    Given no ``prepare``/``read_ledger``, a program is judged by what the providers saw: only
+    the intake tables are made, the ledger invariants are *not judged*, and its boundaries are
+    the ones a dry run reaches (``boundaries=()`` until then, see ``discover_boundaries``).
+    Judging an unknown program by the reference's tables and its eleven boundaries would
+    blame it for tables it never had. The one exception is the reference itself run as a
+    program (``python -m harness.reference``), whose tables and boundaries the harness knows.
     """
     import shlex
 
@@ -87,6 +93,11 @@ def command_system(
         env = {**os.environ, **config.to_env(), **handoff_env()}
         os.execvpe(argv[0], argv, env)
 
+    if prepare is None and read_ledger is None and not _is_reference_program(argv):
+        from harness.usersystem import provider_judged_parts
+
+        prepare, read_ledger = provider_judged_parts(f"cmd:{command}")
+        boundaries = ()
     return System(
         name=f"cmd:{command}",
         description=f"the program {command!r}",
@@ -95,6 +106,12 @@ def command_system(
         read_ledger=read_ledger or ref.read_ledger,
         boundaries=boundaries,
     )
+
+
+def _is_reference_program(argv: list[str]) -> bool:
+    import sys
+
+    return argv[1:] == ["-m", "harness.reference"] and argv[0] in (sys.executable, "python")
 
 
 def import_attr(ref: str, *, where: str, error: type[Exception] = UnknownSystemError) -> object:

@@ -513,5 +513,14 @@ def command_user_system(
     )
 
 
+def provider_judged_parts(
+    name: str,
+) -> tuple[Callable[[Engine], None], Callable[[Engine], LedgerSnapshot]]:
+    """``prepare`` and ``read_ledger`` for a worker the harness knows nothing about: the
+    intake tables only, and a ledger that answers *not judged*."""
+    shape = simple_system(_never_called, name=name, boundaries=["placeholder"])
+    return shape.prepare, shape.read_ledger
+
+
 def _never_called(config: WorkerConfig) -> None:  # pragma: no cover - replaced by the command
     raise AssertionError("a command system's worker is the program, not this function")

@@ -297,3 +297,16 @@ def test_with_no_dedupe_a_resend_after_acceptance_is_the_duplicates_not_the_wind
     assert run_checker(NAME, CHECKERS[NAME], _obs(retried, no_dedupe)).status is Status.FAIL
     short = replace(no_dedupe, provider_window_s=0.4)
     assert run_checker(NAME, CHECKERS[NAME], _obs(resent, short)).status is Status.FAIL
+
+
+def test_with_no_dedupe_the_providers_own_expired_verdict_on_a_resend_is_the_duplicates() -> None:
+    """The provider logs a resend after acceptance as expired_then_accepted when its window
+    is 0 s: still a duplicate (exactly_once_effect's), not a window kept or broken."""
+    no_dedupe = replace(SAFE, key_window_s=0.0, provider_window_s=0.0, max_attempts=1)
+    resent = [_eff(1, 1000.0), _eff(2, 1030.0, "expired_then_accepted")]
+    result = run_checker(NAME, CHECKERS[NAME], _obs(resent, no_dedupe))
+    assert result.status is Status.PASS, result
+    keyed = run_checker(
+        NAME, CHECKERS[NAME], _obs(resent, replace(no_dedupe, provider_window_s=5.0))
+    )
+    assert keyed.status is Status.FAIL  # past a real 5 s window it is the window's too

@@ -110,6 +110,10 @@ def dynamic_check(
         forgotten_by_restore = _forgotten_by_restore(earlier, eff, restore_cuts)
         earlier.append(eff)
         opener = earlier[0]
+        if window is not None and window <= 0 and any(e.accepted for e in earlier[:-1]):
+            # a provider that remembers no key took it again: the duplicate's, not a window's
+            resent.append({"effect": eff.to_json(), "accepted_before": opener.to_json()})
+            continue
         if eff.outcome == "expired_then_accepted":  # the provider itself says: too late
             expired.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})
         if opener is eff:
@@ -118,9 +122,6 @@ def dynamic_check(
             # no window to judge by; a dedupe hit is the provider saying it still knew the key
             if eff.outcome != "deduplicated":
                 unwindowed += 1
-            continue
-        if window <= 0 and any(e.accepted for e in earlier[:-1]):
-            resent.append({"effect": eff.to_json(), "accepted_before": opener.to_json()})
             continue
         if forgotten_by_restore:
             forgotten.append({"effect": eff.to_json(), "key_first_seen": opener.to_json()})

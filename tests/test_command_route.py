@@ -1,0 +1,88 @@
+"""``certify --system-cmd`` judges a program by what the provider saw and by the boundaries
+its dry run reached: never by the reference's tables and its eleven boundaries, which an
+unknown program does not have (that gave a correct worker "6 of 6 silently lost")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: a program that takes its work from jobs(), retries a failed post with the same key, and
+#: marks the one point a restart must survive; ``{record}`` decides whether it remembers
+PROGRAM = """
+import requests
+from harness import boundary, jobs, WorkerConfig
+
+config = WorkerConfig.from_env()
+for job in list(jobs(config)):
+    for attempt in range(3):
+        try:
+            reply = requests.post(job.url, json=job.message, headers=job.headers, timeout=5)
+        except requests.ConnectionError:
+            continue
+        if reply.status_code < 500:
+            break
+    {mark}
+"""
+
+
+def _certify(tmp_path: Path, source: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
+    (tmp_path / "prog.py").write_text(source)
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "harness", "certify", "--system-cmd", "python prog.py"),
+            *("--seed", "4", "--report-dir", str(tmp_path / "r"), *extra),
+        ],
+        cwd=tmp_path,
+        env=dict(
+            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    path = tmp_path / "r" / "report.json"
+    return (
+        proc.returncode,
+        proc.stdout + proc.stderr,
+        json.loads(path.read_text()) if path.exists() else {},
+    )
+
+
+def test_a_correct_program_passes_on_the_boundaries_it_has(tmp_path: Path) -> None:
+    status, said, report = _certify(
+        tmp_path, PROGRAM.format(mark='boundary("after_provider_accept")')
+    )
+    assert status == 0, said
+    assert "dry run reached: after_provider_accept" in said, said
+    assert [c["id"] for c in report["cases"]] == ["baseline", "crash@after_provider_accept#1"]
+    assert report["summary"]["boundaries_documented"] == 1
+    assert report["summary"]["invariants_violated"] == []
+    ledger = report["cases"][0]["invariants"]["no_silent_loss"]
+    assert ledger["status"] == "pass", ledger  # decided from the provider's log alone
+
+
+def test_a_program_that_duplicates_is_caught_by_the_one_invariant_it_breaks(
+    tmp_path: Path,
+) -> None:
+    status, said, report = _certify(
+        tmp_path,
+        PROGRAM.format(mark='boundary("after_provider_accept")'),
+        *("--set", "provider_window_s=0", "--set", "provider_faults=[]"),
+    )
+    assert status == 1, said
+    assert report["summary"]["invariants_violated"] == ["exactly_once_effect"], said
+
+
+def test_a_program_with_no_boundary_is_a_coverage_gap_not_a_pass(tmp_path: Path) -> None:
+    status, said, _ = _certify(tmp_path, PROGRAM.format(mark="pass"))
+    assert status == 1, said
+    assert "dry run reached: no boundary" in said, said
+    assert "coverage gap" in said, said
