@@ -35,6 +35,10 @@ from tests._fresh_venv import ROOT, FreshVenv
 
 EXAMPLE = ROOT / "examples" / "outbox"
 
+#: ~85 s on two cores once the venv is built (~30 s more when this module builds it): over
+#: the minute a plain run may take, so `--run-slow` (test_examples' venv test shares the venv)
+pytestmark = pytest.mark.slow
+
 #: the README's exit-status table
 OK, VIOLATION, BAD_INPUT, INCONCLUSIVE = 0, 1, 2, 3
 
