@@ -35,8 +35,9 @@ from tests._fresh_venv import ROOT, FreshVenv
 
 EXAMPLE = ROOT / "examples" / "outbox"
 
-#: ~85 s on two cores once the venv is built (~30 s more when this module builds it): over
-#: the minute a plain run may take, so `--run-slow` (test_examples' venv test shares the venv)
+#: 50-85 s on two shared cores once the venv is built (20-35 s more to build it), measured:
+#: over the minute a plain run may take, so `--run-slow` (test_examples' venv test shares the
+#: session's venv, so a slow run pays for the wheel once)
 pytestmark = pytest.mark.slow
 
 #: the README's exit-status table
