@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+from tests._fresh_venv import FreshVenv, build_fresh_venv
+
 PG_ENV = "CRASH_HARNESS_PG_URL"
 
 
@@ -45,3 +47,15 @@ def db_url(request: pytest.FixtureRequest) -> str | None:
     if url is None:
         pytest.skip(f"set {PG_ENV} to test PostgreSQL")
     return url
+
+
+@pytest.fixture(scope="session")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
+    """This checkout's wheel in a venv of its own, built once per session (the slow part of
+    every test that runs the installed copy; see ``tests/_fresh_venv.py``)."""
+    venv = build_fresh_venv(tmp_path_factory.mktemp("fresh-venv"))
+    print(
+        f"fresh venv: wheel built in {venv.build_s:.1f}s ({venv.wheel.stat().st_size / 1e3:.0f}"
+        f" kB), installed in {venv.install_s:.1f}s, {venv.size_bytes / 1e6:.0f} MB"
+    )
+    return venv

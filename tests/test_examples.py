@@ -4,11 +4,9 @@ pytest run with a readable ``exactly_once_effect`` message and a replay command.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from harness.invariants import Status
 from harness.sweep import sweep
 from harness.systems import System, resolve
 from harness.usersystem import not_judged
+from tests._fresh_venv import FreshVenv
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -136,26 +135,10 @@ def test_outbox_survives_crashes():
 '''
 
 
-def test_outbox_example_fails_in_an_empty_directory(tmp_path: Path) -> None:
-    """A fresh venv, the ten-line worker, a nine-line scenario, ``pytest``: a readable
-    ``exactly_once_effect`` failure with its replay command."""
-    source = tmp_path / "crash-harness-src"
-    source.mkdir()
-    for name in ("harness", "fake_providers"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    venv = tmp_path / "venv"
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(source), "pytest"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert install.returncode == 0, install.stdout + install.stderr
-    installed_in = time.monotonic() - started
+def test_outbox_example_fails_in_an_empty_directory(fresh_venv: FreshVenv, tmp_path: Path) -> None:
+    """A fresh venv (this checkout's wheel), the ten-line worker, a nine-line scenario,
+    ``pytest``: a readable ``exactly_once_effect`` failure with its replay command."""
+    venv = fresh_venv.root
 
     project = tmp_path / "project"
     project.mkdir()
@@ -163,7 +146,7 @@ def test_outbox_example_fails_in_an_empty_directory(tmp_path: Path) -> None:
     shutil.copy(EXAMPLES / "outbox" / "outbox.toml", project)
     (project / "test_outbox.py").write_text(_TEST_FILE)
     assert len((project / "outbox.toml").read_text().splitlines()) <= 10
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    env = fresh_venv.env()
     proc = subprocess.run(
         [str(venv / "bin" / "pytest"), "-q", "-p", "no:cacheprovider"],
         cwd=project,
@@ -206,4 +189,4 @@ def test_outbox_example_fails_in_an_empty_directory(tmp_path: Path) -> None:
     for heavy in ("matplotlib", "numpy"):
         probe = [str(venv / "bin" / "python"), "-c", f"import {heavy}"]
         assert subprocess.run(probe, capture_output=True, check=False).returncode != 0, heavy
-    print(f"fresh venv install took {installed_in:.1f}s")
+    print(f"fresh venv install took {fresh_venv.install_s:.1f}s")
