@@ -176,10 +176,14 @@ class CaseContext:
         and the flag is only recorded (``overdue_left_running``).
         """
         while True:
+            waited_from = time.monotonic()
             event = self.supervisor.wait_event(
                 worker, timeout_s=budget_s or self.worker_deadline_s, quiet_ok=True
             )
-            if event is None and budget_s is not None and not _ended(worker):
+            # None is a timeout or the worker's end; its events pipe can close a moment
+            # before its pidfd says so, so "not ended yet" alone is no proof of silence
+            timed_out = time.monotonic() - waited_from >= (budget_s or 0.0)
+            if event is None and budget_s is not None and timed_out and not _ended(worker):
                 self.record("liveness_undetected", target=worker.name, budget_s=budget_s)
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
                 self.wait(worker)

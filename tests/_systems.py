@@ -197,3 +197,28 @@ HANGS_LATER = System(
     prepare=_REF.prepare,
     read_ledger=_REF.read_ledger,
 )
+
+
+def _quiet_exit(config: WorkerConfig) -> None:
+    """The reference, whose events pipe closes a while before its process ends (as when a
+    library closes inherited descriptors, or exit takes its time): the end of the pipe is
+    not the end of the worker, and neither is proof that it went silent."""
+    import time
+
+    from harness import _boundary
+
+    _REF.main(config)
+    tracer = _boundary._tracer
+    if tracer is not None and tracer.events_fd is not None:
+        os.close(tracer.events_fd)
+        tracer.events_fd = None
+    time.sleep(0.4)  # the gap between the pipe's end and the process's, made wide
+
+
+QUIET_EXIT = System(
+    name="tests._systems:QUIET_EXIT",
+    description="the reference, closing its events pipe before it exits",
+    main=_quiet_exit,
+    prepare=_REF.prepare,
+    read_ledger=_REF.read_ledger,
+)

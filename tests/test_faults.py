@@ -114,3 +114,19 @@ def test_two_roster_changes_in_one_case_build_on_each_other(tmp_path: Path) -> N
     )
     assert result.verdict is Status.PASS, result.invariants
     assert result.intended == 6
+
+
+def test_a_worker_whose_events_pipe_closes_before_it_exits_is_not_called_silent(
+    tmp_path: Path,
+) -> None:
+    """Under task_never_started the harness waits for the worker's word; the pipe closing is
+    the worker ending, not a silence past the budget. (The race once failed the reference on
+    PostgreSQL one run in six: 'liveness_undetected' 0.3 s into a 7 s budget.)"""
+    from tests._systems import QUIET_EXIT
+
+    settings = CampaignSettings(
+        system=QUIET_EXIT, seed=4, cases=[CaseSpec.parse("task_never_started")], workdir=tmp_path
+    )
+    (result,) = run_campaign(settings).cases
+    assert result.verdict is Status.PASS, result.invariants["liveness"]
+    assert [w.kind.value for w in result.workers] == ["completed"]

@@ -358,12 +358,6 @@ def test_sweep_finds_the_outbox_duplicate(hour: Hour) -> None:
     assert len(fails) == 6, out
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    reason="retry_within_window also fails each case: the resend after acceptance on a 0 s "
-    "window is listed in expired_then_accepted before the window <= 0 check moves it to "
-    "resent_after_acceptance (harness/invariants/retry_within_window.py, _dynamic)",
-)
 def test_sweep_names_only_the_invariant_the_bug_breaks(hour: Hour) -> None:
     """docs/own-worker.md and the README promise ``broken: exactly_once_effect`` alone."""
     report = json.loads((hour.user / "r-sweep" / "report.json").read_text())
@@ -474,29 +468,14 @@ REPLAYS = [
     pytest.param(
         "certify --system named",
         id="certify-system-not-module-attr",
-        marks=pytest.mark.xfail(
-            raises=AssertionError,
-            reason="the replay names the System's name ('naive-outbox'), not the "
-            "module:attr it was loaded by: --system 'naive-outbox' is bad input",
-        ),
     ),
     pytest.param(
         "pytest test_outbox_small_workload",
         id="pytest-marker-keywords",
-        marks=pytest.mark.xfail(
-            raises=AssertionError,
-            reason="the marker's runs=/destinations_per_topic= keywords are not in the "
-            "replay line, which replays the scenario's default workload",
-        ),
     ),
     pytest.param(
         "pytest test_outbox_system",
         id="pytest-system-keywords",
-        marks=pytest.mark.xfail(
-            raises=AssertionError,
-            reason="the marker's provider_window_s=/provider_faults=/worker_overrides= are "
-            "not in the replay line: certify --system replays against the default provider",
-        ),
     ),
 ]
 

@@ -160,16 +160,44 @@ def test_a_collection_a_correct_worker_survives_needs_no_flag() -> None:
 
 def test_work_dropped_under_a_collection_fails_even_though_the_watchdog_saw_it() -> None:
     """After task_never_started a delivery went overdue (the watchdog's waited_s/grace_s
-    shape): a live worker dropped due work, fail, with the flag as evidence."""
+    shape) and was never settled: a live worker dropped due work, fail, with the flag as
+    evidence."""
+    trace = [
+        _ev(100.0, "liveness_fault", fault="task_never_started", expect_overdue=False),
+        _ev(102.0, "overdue_flagged", delivery_id="dlv_a", waited_s=1.25, grace_s=1.0),
+    ]
+    result = CHECKERS[NAME](_obs([_row("a", "pending")], trace))
+    assert result.status is Status.FAIL
+    (problem,) = result.evidence["problems"]
+    assert "dropped" in problem["problem"]
+    assert problem["flagged"][0]["detection_s"] == 0.25
+
+
+def test_a_flag_under_a_collection_then_delivered_is_a_busy_machine_not_a_drop() -> None:
+    """The same flag, but the live worker went on and delivered it: on a loaded machine due
+    work can wait past a wall-clock grace, and the reference must not be blamed for that
+    (a CI run under load once failed it so). Pass, the flag kept as evidence."""
     trace = [
         _ev(100.0, "liveness_fault", fault="task_never_started", expect_overdue=False),
         _ev(102.0, "overdue_flagged", delivery_id="dlv_a", waited_s=1.25, grace_s=1.0),
     ]
     result = CHECKERS[NAME](_obs([_row("a")], trace))
+    assert result.status is Status.PASS, result
+    (recovered,) = result.evidence["flagged_then_delivered"]
+    assert recovered["delivery_id"] == "dlv_a"
+
+
+def test_a_live_worker_that_goes_quiet_after_a_collection_fails() -> None:
+    """After task_never_started the harness gave up on the live worker (no word for its
+    budget): it stopped delivering, fail, even though a fresh worker settled the work."""
+    trace = [
+        _ev(100.0, "liveness_fault", fault="task_never_started", expect_overdue=False),
+        _ev(102.0, "overdue_flagged", delivery_id="dlv_a", waited_s=1.25, grace_s=1.0),
+        _ev(109.0, "liveness_undetected", target="w1", budget_s=7.0),
+    ]
+    result = CHECKERS[NAME](_obs([_row("a")], trace))
     assert result.status is Status.FAIL
-    (problem,) = result.evidence["problems"]
-    assert "dropped" in problem["problem"]
-    assert problem["flagged"][0]["detection_s"] == 0.25
+    assert result.evidence["problems"][0]["harness_gave_up"][0]["budget_s"] == 7.0
 
 
 def test_the_harness_giving_up_on_a_stall_fails() -> None:

@@ -131,6 +131,13 @@ def check(obs: Observation) -> CheckResult:
     ]
     undetected = [(i, ev) for i, ev in events_named(obs.trace, "liveness_undetected")]
     problems: list[dict[str, Any]] = []
+    stuck = [
+        r
+        for r in ledger.deliveries
+        if not r.settled or (r.delivery_status == "unknown" and r.delivery_id in ledger.queue)
+    ]
+    stuck_ids = {r.delivery_id for r in stuck}
+    recovered: list[dict[str, Any]] = []
 
     for n, (i, ev) in enumerate(faults):
         fault = {"t": ev.t, **detail_of(ev)}
@@ -146,15 +153,22 @@ def check(obs: Observation) -> CheckResult:
                         "harness_gave_up": gave_up,
                     }
                 )
-        elif after:
+        elif gave_up or any(d["delivery_id"] in stuck_ids for d in after):
+            # Under a fault a correct worker survives, a flag alone proves nothing: on a busy
+            # machine due work can wait past a wall-clock grace and still be delivered. The
+            # drop is work that then went nowhere: the live worker stopped (the harness gave
+            # up on it) or the flagged delivery was never settled.
             problems.append(
                 {
-                    "problem": "due work went overdue under a fault a correct worker survives: "
-                    "the live worker dropped it (its watchdog noticed)",
+                    "problem": "due work was dropped under a fault a correct worker survives: "
+                    "flagged by its watchdog and then never delivered",
                     "fault": fault,
                     "flagged": after,
+                    "harness_gave_up": gave_up,
                 }
             )
+        else:
+            recovered.extend(after)  # flagged on a slow machine, then delivered after all
     if bound is not None:
         for d in detections:
             if d["detection_s"] is not None and d["detection_s"] > bound:
@@ -167,11 +181,6 @@ def check(obs: Observation) -> CheckResult:
     if end_t is None:
         times = provider_times(obs.trace, start_offset=obs.provider_clock_offset_s)
         end_t = max(times, default=None)
-    stuck = [
-        r
-        for r in ledger.deliveries
-        if not r.settled or (r.delivery_status == "unknown" and r.delivery_id in ledger.queue)
-    ]
     flagged_ids = {d["delivery_id"] for d in detections}
     flagged_ids |= {a.delivery_id for a in ledger.audit if a.event == "overdue"}
     undecidable: list[str] = []
@@ -208,6 +217,7 @@ def check(obs: Observation) -> CheckResult:
         "max_detection_s": max(timing) if timing else None,
         "unsettled": len(stuck),
         "not_yet_overdue": not_yet_due,
+        "flagged_then_delivered": recovered,
     }
     if problems:
         return CheckResult(
