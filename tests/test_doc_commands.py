@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -50,12 +49,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
-DOC_FILES = (
-    [ROOT / "README.md"]
-    + sorted((ROOT / "docs").glob("*.md"))
-    + [ROOT / "reports" / "README.md"]
-    + sorted((ROOT / "examples").glob("*/README.md"))
-)
+DOC_FILES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "reports" / "README.md",
+    *sorted((ROOT / "examples").glob("*/README.md")),
+]
 SHELL_LANGS = {"sh", "bash", "shell"}
 NOT_COMMANDS = {"python", "toml", "yaml", "xml", "json", "html", "ini"}
 DIRECTIVE = re.compile(r"^\s*<!--\s*doc-test:\s*(.*?)\s*-->\s*$")
@@ -225,8 +224,14 @@ def _copy_repo(dest: Path) -> Path:
         ROOT,
         repo,
         ignore=shutil.ignore_patterns(
-            ".venv", ".git", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache",
-            ".pytest_cache", "report.*",
+            ".venv",
+            ".git",
+            "__pycache__",
+            "*.egg-info",
+            ".mypy_cache",
+            ".ruff_cache",
+            ".pytest_cache",
+            "report.*",
         ),
     )
     (repo / ".venv").symlink_to(ROOT / ".venv")
@@ -271,10 +276,10 @@ def _script(cmds: list[Command], skipped: set[int], background: set[int], setup:
                 f"__fifo=$(mktemp -u); mkfifo $__fifo; {cmd.text} >$__fifo 2>&1 &",
                 "__doc_bg=$!; exec 4<$__fifo; rm $__fifo; __rc=0",
                 'while IFS= read -r __l <&4; do printf "%s\\n" "$__l"',
-                '  [[ $__l =~ listening\\ on\\ http://127\\.0\\.0\\.1:([0-9]+) ]] &&'
+                "  [[ $__l =~ listening\\ on\\ http://127\\.0\\.0\\.1:([0-9]+) ]] &&"
                 " export P=${BASH_REMATCH[1]}",
-                '  [[ $__l =~ Bearer\\ ([A-Za-z0-9_-]{16,}) ]] && export S=${BASH_REMATCH[1]}',
-                '  [[ $__l =~ password\\ ([A-Za-z0-9_-]{16,}) ]] && export S=${BASH_REMATCH[1]}',
+                "  [[ $__l =~ Bearer\\ ([A-Za-z0-9_-]{16,}) ]] && export S=${BASH_REMATCH[1]}",
+                "  [[ $__l =~ password\\ ([A-Za-z0-9_-]{16,}) ]] && export S=${BASH_REMATCH[1]}",
                 '  [[ $__l == "Ctrl-C to stop." ]] && break; done',
                 "cat <&4 >/dev/null 2>&1 &",
             ]
@@ -357,8 +362,11 @@ def test_doc_block_runs_as_written(block: Block, tmp_path: Path) -> None:
 def test_doc_blocks_census() -> None:
     """Lists how many command blocks run and which are skipped, and why (``-s`` shows it)."""
     skipped = [(b.id, r) for b in BLOCKS if (r := _skip_reason(b))]
-    skipped_cmds = [(b.id, s) for b in BLOCKS if not _skip_reason(b) for s in b.directive("skip-cmd")]
-    print(f"\ndoc command blocks: {len(BLOCKS)}, run {len(BLOCKS) - len(skipped)}, skipped {len(skipped)}")
+    skipped_cmds = [
+        (b.id, s) for b in BLOCKS if not _skip_reason(b) for s in b.directive("skip-cmd")
+    ]
+    ran = len(BLOCKS) - len(skipped)
+    print(f"\ndoc command blocks: {len(BLOCKS)}, run {ran}, skipped {len(skipped)}")
     for bid, r in skipped:
         print(f"  skip {bid}: {r}")
     for bid, s in skipped_cmds:
@@ -367,10 +375,13 @@ def test_doc_blocks_census() -> None:
     for b in BLOCKS:
         for d in b.directives:
             name = re.match(r"[\w-]+", d)
-            assert name and name.group(0) in KNOWN, f"{b.id}: unknown doc-test directive {d!r}"
+            assert name, f"{b.id}: empty doc-test directive"
+            assert name.group(0) in KNOWN, f"{b.id}: unknown doc-test directive {d!r}"
 
 
-KNOWN = {"skip", "skip-cmd", "cwd", "env", "setup", "exit", "background", "output-of", "needs-pg", "slow"}
+#: Every directive the runner understands; a misspelt one fails rather than being ignored.
+KNOWN = {"skip", "skip-cmd", "cwd", "env", "setup", "exit", "background", "output-of"}
+KNOWN |= {"needs-pg", "slow"}
 
 
 def test_matcher_refuses_a_false_line() -> None:
@@ -388,4 +399,3 @@ def test_shell_split_keeps_heredocs_and_continuations() -> None:
     cmds = split_commands(b)
     assert [c.text for c in cmds] == ["cat <<'EOF'\n$ x\nEOF", "a \\\n  b"]
     assert cmds[1].shown == ["out"]
-    assert shlex.split("a 'b c'") == ["a", "b c"]
