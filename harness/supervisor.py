@@ -30,6 +30,7 @@ import faulthandler
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -154,6 +155,62 @@ class WorkerEvent:
     at: float
 
 
+#: a process that outlives the harness by design: it waits for the harness's end of a pipe to
+#: close (however the harness died, SIGKILL included) and then kills the campaign's cgroup.
+#: Workers die with the harness by their death signal, but a worker's own children (a pool,
+#: a work-horse) have none; without this they lived on until the next run swept the cgroup.
+_GUARD = """
+import os, sys, time
+while os.read(0, 4096):
+    pass
+top = sys.argv[1]
+try:
+    with open(os.path.join(top, "cgroup.kill"), "w") as f:
+        f.write("1")
+except OSError:
+    sys.exit(0)
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline:
+    dirs = [d for d, _, _ in os.walk(top)]
+    for d in reversed(dirs):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    if not os.path.isdir(top):
+        break
+    time.sleep(0.05)
+"""
+#: the harness's ends of its guards' pipes, closed in every forked worker (which must not
+#: keep a guard waiting)
+_GUARD_FDS: set[int] = set()
+
+
+def _start_guard(cgroup: str) -> subprocess.Popen[bytes] | None:
+    try:
+        guard = subprocess.Popen(
+            [sys.executable, "-c", _GUARD, cgroup],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C to the harness's group leaves it to its work
+        )
+    except OSError:
+        return None
+    assert guard.stdin is not None
+    _GUARD_FDS.add(guard.stdin.fileno())
+    return guard
+
+
+def _stop_guard(guard: subprocess.Popen[bytes] | None) -> None:
+    if guard is None or guard.stdin is None:
+        return
+    _GUARD_FDS.discard(guard.stdin.fileno())
+    guard.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        guard.wait(timeout=15)
+
+
 def _die_with_parent(parent_pid: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -170,6 +227,7 @@ class Supervisor:
         self._cgroup_parent: str | None = None
         self._cgroup_owner = os.getpid()
         self._cgroup_checked = False
+        self._guard: subprocess.Popen[bytes] | None = None
         self._started = 0
 
     @property
@@ -186,6 +244,8 @@ class Supervisor:
                     _tree.sweep_stale(base, CGROUP_PREFIX)
                     self._cgroup_owner = os.getpid()
                     self._cgroup_parent = _tree.make_cgroup(base, f"{CGROUP_PREFIX}{os.getpid()}")
+                    if self._cgroup_parent is not None:
+                        self._guard = _start_guard(self._cgroup_parent)
         return self._cgroup_parent
 
     def __enter__(self) -> Supervisor:
@@ -286,6 +346,9 @@ class Supervisor:
         try:
             with contextlib.suppress(OSError):
                 os.setpgid(0, 0)
+            for fd in _GUARD_FDS:  # a worker, or its pool, must not keep a guard waiting
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             if cgroup is not None and not _tree.join_cgroup(cgroup, os.getpid()):
                 cgroup = None
             _die_with_parent(parent)
@@ -603,6 +666,8 @@ class Supervisor:
         # a forked job process inherits this object; only the creator removes the directory
         if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():
             _tree.remove_cgroup(self._cgroup_parent)
+            _stop_guard(self._guard)
+            self._guard = None
 
 
 def _await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> None:

@@ -222,3 +222,18 @@ QUIET_EXIT = System(
     prepare=_REF.prepare,
     read_ledger=_REF.read_ledger,
 )
+
+
+def _hangs_with_pool(config: WorkerConfig) -> None:
+    """Forks a pool child (which has no death signal of its own), then both hang: the child
+    says it is ready, so a test that hears it knows both exist."""
+    if os.fork() == 0:
+        os.setsid()  # its own session and group: only a kill aimed at it (or its cgroup) lands
+        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        _hangs(config)
+    os.environ.pop("CH_TEST_READY_FIFO", None)  # only the child says ready
+    _hangs(config)
+
+
+HANGS_WITH_POOL = replace(HANGS, name="tests._systems:HANGS_WITH_POOL", main=_hangs_with_pool)

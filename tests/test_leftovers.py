@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from harness import _owner, _scratch
+from harness import _owner, _scratch, _tree
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,6 +78,20 @@ def _dirs_of(scratch: Path, pid: int) -> list[Path]:
 @pytest.fixture
 def killed_run(tmp_path: Path) -> tuple[int, Path, dict[str, str]]:
     """A certify run SIGKILLed while its worker runs: (its pid, its scratch root, its env)."""
+    return _kill_mid_run(tmp_path, "tests._systems:HANGS", at_least=3)
+
+
+@pytest.mark.skipif(_tree.cgroup2_base() is None, reason="needs a writable cgroup2 (walk mode)")
+def test_a_workers_own_children_die_with_a_killed_harness(tmp_path: Path) -> None:
+    """A worker's pool child has no death signal of its own: when the harness is SIGKILLed,
+    its guard kills the campaign's cgroup, so the child is gone within seconds, not when a
+    later run sweeps (it once outlived the harness by 11 s)."""
+    _kill_mid_run(tmp_path, "tests._systems:HANGS_WITH_POOL", at_least=4)
+
+
+def _kill_mid_run(
+    tmp_path: Path, system: str, *, at_least: int
+) -> tuple[int, Path, dict[str, str]]:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     fifo = tmp_path / "ready.fifo"
@@ -92,7 +106,7 @@ def killed_run(tmp_path: Path) -> tuple[int, Path, dict[str, str]]:
     )
     db = ["--db", PG_URL] if PG_URL else []
     proc = _harness(
-        *("certify", "--system", "tests._systems:HANGS", "--case", "baseline", *db),
+        *("certify", "--system", system, "--case", "baseline", *db),
         *("--seed", "1", "--report-dir", str(tmp_path / "r")),
         env=env,
         cwd=tmp_path,
@@ -100,7 +114,8 @@ def killed_run(tmp_path: Path) -> tuple[int, Path, dict[str, str]]:
     try:
         wait_ready(fifo, 60)
         started = processes_with(marker)
-        assert len(started) >= 3, started  # the harness, its provider, the hung worker
+        # the harness, its provider, the hung worker (and its pool child)
+        assert len(started) >= at_least, started
         proc.kill()  # SIGKILL: no clean-up of any kind runs
         proc.communicate(timeout=60)
         # what the harness started dies with it (a death signal), long before any sweep
