@@ -52,11 +52,8 @@ def _worker(name: str) -> str:
     assert given in source, "the example's simple_system(...) line changed; update this test"
     # only the installed package's public API: the worker must not reach into the checkout
     imports = {line for line in source.splitlines() if line.startswith(("from harness", "import "))}
-    assert imports <= {
-        "from harness import boundary",
-        "from harness.usersystem import jobs, simple_system",
-        "import requests",
-    }, imports
+    public = {"from harness import boundary, jobs, simple_system", "import requests"}
+    assert imports <= public, imports
     return source.replace(given, f'name="{name}"')
 
 

@@ -44,7 +44,7 @@ def test_a_naive_worker_that_raises_on_a_dropped_reply_gets_one_line(tmp_path: P
     said = proc.stdout + proc.stderr
     assert proc.returncode == 3, said  # inconclusive: the worker died on its own
     assert "worker w1 raised requests.exceptions.ConnectionError at " in said, said
-    assert "outbox_worker.py:18 in main" in said, said
+    assert "outbox_worker.py:17 in main" in said, said
     assert "did not survive a dropped reply to " in said, said
     assert "Traceback" not in said, said
     assert "died with exit code" not in said, said

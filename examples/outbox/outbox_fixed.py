@@ -4,8 +4,7 @@
 import requests
 from sqlalchemy import text
 
-from harness import boundary
-from harness.usersystem import jobs, simple_system
+from harness import boundary, jobs, simple_system
 
 
 def main(config):
