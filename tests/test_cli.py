@@ -175,7 +175,11 @@ def test_worker_dying_on_its_own_exits_3(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "worker exploded on its own" in proc.stderr
+    said = proc.stdout + proc.stderr
+    # one line: what it raised, where in its own code, and the message
+    assert "worker w1 raised RuntimeError at " in said, said
+    assert "_systems.py:" in said, said
+    assert "worker exploded on its own" in said, said
 
 
 def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path) -> None:

@@ -102,7 +102,9 @@ def test_sweep_marker_fails_on_a_mutant_with_invariant_and_replay(
             "FAIL crash@*",
             "  no_restart_duplicates: a restarted worker created a second delivery item*",
             "    evidence: {*",
-            "  replay: crash-harness certify --system mutant:transcript_rebuild --seed 4 --case *",
+            # the marker's runs=/destinations_per_topic= travel with the case
+            "  replay: crash-harness certify --system mutant:transcript_rebuild --set *"
+            " --seed 4 --case *",
         ]
     )
     result.stdout.no_fnmatch_line("*pytest_plugin.py*")

@@ -27,8 +27,9 @@ from tests import _systems
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CRASHED = "crash@after_provider_accept#1"
-#: the outbox worker's failures with no ledger adapter: the two real ones
-REAL_FAILURES = ["exactly_once_effect", "retry_within_window"]
+#: the outbox worker's failures with no ledger adapter: the one real one (retry_within_window
+#: leaves a resend on a provider that dedupes nothing to exactly_once_effect)
+REAL_FAILURES = ["exactly_once_effect"]
 
 
 def _outbox_system() -> System:
@@ -122,9 +123,9 @@ def _title_spans(html: str) -> list[tuple[str, str]]:
 def test_simple_system_not_judged_is_grey_and_the_title_lists_only_real_failures(
     outbox: dict[str, Any],
 ) -> None:
-    """The outbox worker (no ledger adapter) has 2 failures and 7 blind spots: the HTML
+    """The outbox worker (no ledger adapter) has 1 failure and 7 blind spots: the HTML
     grid shows the blind spots as grey ○, the case lists them once as not judged, and the
-    timeline's title names the 2 failures, never the 7."""
+    timeline's title names the failure, never the 7."""
     crashed = _case(outbox, CRASHED)
     blind = _not_judged(crashed)
     assert len(blind) == 7  # the campaign really has what the issue describes
@@ -145,7 +146,7 @@ def test_simple_system_not_judged_is_grey_and_the_title_lists_only_real_failures
     assert ("#c62828", f" · failed: {', '.join(REAL_FAILURES)}") in spans
     assert ("#757575", " · 7 not judged") in spans
     listed = re.findall(r'<li class="(fail|undecided|not_judged)">', html)
-    assert listed == ["fail", "fail", "not_judged"]
+    assert listed == ["fail"] * len(REAL_FAILURES) + ["not_judged"]
     assert "has no ledger adapter" in html.split('<li class="not_judged">', 1)[1].split("</li>")[0]
 
 
@@ -153,11 +154,11 @@ def test_simple_system_markdown_and_junit_never_count_not_judged_as_failed(
     outbox: dict[str, Any],
 ) -> None:
     """Markdown gives not judged its own ⚪ and one line; JUnit fails the crashed case on its
-    two real failures only and keeps the blind spots as a property and a system-out note."""
+    real failure only and keeps the blind spots as a property and a system-out note."""
     blind = _not_judged(_case(outbox, CRASHED))
     md = render_markdown(outbox)
     row = next(line for line in md.splitlines() if line.startswith("| `after_provider_accept#1`"))
-    assert row.count("❌") == 1 + len(REAL_FAILURES)  # the verdict and the two cells
+    assert row.count("❌") == 1 + len(REAL_FAILURES)  # the verdict and the failed cell
     assert row.count("⚪") == len(blind)
     assert "⚠️" not in row
     assert [line for line in md.splitlines() if line.startswith("- ❌ failed")] == [
