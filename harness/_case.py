@@ -182,8 +182,13 @@ class CaseContext:
             )
             # None is a timeout or the worker's end; its events pipe can close a moment
             # before its pidfd says so, so "not ended yet" alone is no proof of silence
-            timed_out = time.monotonic() - waited_from >= (budget_s or 0.0)
-            if event is None and budget_s is not None and timed_out and not _ended(worker):
+            silent = (
+                event is None
+                and budget_s is not None
+                and time.monotonic() - waited_from >= budget_s
+                and not _ended(worker)
+            )
+            if silent:
                 self.record("liveness_undetected", target=worker.name, budget_s=budget_s)
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
                 self.wait(worker)

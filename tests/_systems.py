@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -18,6 +20,14 @@ from harness.systems import System, resolve
 from harness.worker_config import WorkerConfig
 
 _REF = resolve("reference")
+
+
+def _on_reference(
+    attr: str, description: str, main: Callable[[WorkerConfig], None], **extra: Any
+) -> System:
+    """A system on the reference's schema and ledger reader, with its own worker: importable
+    as ``tests._systems:ATTR``."""
+    return replace(_REF, name=f"tests._systems:{attr}", description=description, main=main, **extra)
 
 
 def _dies(config: WorkerConfig) -> None:
@@ -66,27 +76,9 @@ def _reads_wrong_once(engine: Engine) -> LedgerSnapshot:
     return replace(snapshot, deliveries=())
 
 
-DIES = System(
-    name="tests._systems:DIES",
-    description="raises at start",
-    main=_dies,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
-)
-HANGS = System(
-    name="tests._systems:HANGS",
-    description="never returns",
-    main=_hangs,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
-)
-LOSES = System(
-    name="tests._systems:LOSES",
-    description="commits, never delivers",
-    main=_loses_everything,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
-)
+DIES = _on_reference("DIES", "raises at start", _dies)
+HANGS = _on_reference("HANGS", "never returns", _hangs)
+LOSES = _on_reference("LOSES", "commits, never delivers", _loses_everything)
 
 
 #: a boundary FICKLE declares besides the reference's
@@ -111,12 +103,10 @@ def _fickle(config: WorkerConfig) -> None:
     _REF.main(config)
 
 
-FICKLE = System(
-    name="tests._systems:FICKLE",
-    description="reaches one boundary less often after its first incarnation",
-    main=_fickle,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
+FICKLE = _on_reference(
+    "FICKLE",
+    "reaches one boundary less often after its first incarnation",
+    _fickle,
     boundaries=(*_REF.boundaries, FICKLE_POINT),
 )
 
@@ -143,12 +133,8 @@ def _slow_start(config: WorkerConfig) -> None:
     _REF.main(config)
 
 
-SLOW_START = System(
-    name="tests._systems:SLOW_START",
-    description="the reference, slow to start each incarnation",
-    main=_slow_start,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
+SLOW_START = _on_reference(
+    "SLOW_START", "the reference, slow to start each incarnation", _slow_start
 )
 
 
@@ -167,12 +153,8 @@ def _prints_env(config: WorkerConfig) -> None:
     raise RuntimeError(f"giving up; my credential was {config.credential_secret}")
 
 
-PRINTS_ENV = System(
-    name="tests._systems:PRINTS_ENV",
-    description="prints its environment, secret included, and dies",
-    main=_prints_env,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
+PRINTS_ENV = _on_reference(
+    "PRINTS_ENV", "prints its environment, secret included, and dies", _prints_env
 )
 
 
@@ -190,13 +172,7 @@ def _hangs_later(config: WorkerConfig) -> None:
     _REF.main(config)
 
 
-HANGS_LATER = System(
-    name="tests._systems:HANGS_LATER",
-    description="the reference once, then hangs",
-    main=_hangs_later,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
-)
+HANGS_LATER = _on_reference("HANGS_LATER", "the reference once, then hangs", _hangs_later)
 
 
 def _quiet_exit(config: WorkerConfig) -> None:
@@ -215,12 +191,8 @@ def _quiet_exit(config: WorkerConfig) -> None:
     time.sleep(0.4)  # the gap between the pipe's end and the process's, made wide
 
 
-QUIET_EXIT = System(
-    name="tests._systems:QUIET_EXIT",
-    description="the reference, closing its events pipe before it exits",
-    main=_quiet_exit,
-    prepare=_REF.prepare,
-    read_ledger=_REF.read_ledger,
+QUIET_EXIT = _on_reference(
+    "QUIET_EXIT", "the reference, closing its events pipe before it exits", _quiet_exit
 )
 
 
