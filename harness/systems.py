@@ -140,6 +140,21 @@ def importable_name(system: System) -> str:
     name = system.name
     if name == "reference" or name.startswith(("mutant:", "cmd:")):
         return name
+    known = _IMPORTABLE.get(id(system))
+    if known is not None and known[0] is system:  # a replay line per case: scan once
+        return known[1]
+    found = _find_importable(system)
+    _IMPORTABLE[id(system)] = (system, found)
+    return found
+
+
+#: id(system) -> (system, what ``importable_name`` found for it); the system is kept so its
+#: id cannot be reused by another object
+_IMPORTABLE: dict[int, tuple[System, str]] = {}
+
+
+def _find_importable(system: System) -> str:
+    name = system.name
     module_name, _, attr = name.partition(":")
     module = sys.modules.get(module_name)
     if module is not None and getattr(module, attr, None) is system:
