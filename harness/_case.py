@@ -23,10 +23,13 @@ from sqlalchemy import Engine
 from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
+from harness._faketime import write_offset
 from harness.clock import SharedClock
+from harness.lifecycle import Lifecycle
 from harness.schedule import Step
 from harness.settle import Settle
 from harness.supervisor import (
+    DUMP_GRACE_S,
     OutcomeKind,
     Paused,
     RunningWorker,
@@ -116,6 +119,11 @@ class CaseContext:
     #: set by a liveness fault: a worker whose watchdog flags overdue work is killed and
     #: replaced (the fault asked for it); otherwise the flag is only recorded
     replace_flagged_workers: bool = False
+    #: how the worker lives and ends (a daemon is stopped once settled) and tells time
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: True once a daemon's settle deadline passed: no fresh worker is started after that
+    gave_up: bool = False
+    _torn_down: bool = False
     _spawned: int = 0
     _step_index: int | None = None
     _step_record: StepRecord | None = None
@@ -144,12 +152,18 @@ class CaseContext:
         )
 
     def wait(self, worker: RunningWorker) -> WorkerOutcome:
-        outcome = self.supervisor.wait(
-            worker, timeout_s=self.worker_deadline_s, trace_path=self.trace_path
-        )
+        if self.lifecycle.daemon:
+            outcome = self._run_daemon(worker)
+        else:
+            outcome = self.supervisor.wait(
+                worker, timeout_s=self.worker_deadline_s, trace_path=self.trace_path
+            )
+        self._expected_exit(outcome)
         self.outcomes.append(outcome)
-        self.settled = outcome.kind is OutcomeKind.COMPLETED
-        if outcome.kind is OutcomeKind.CRASHED_AS_PLANNED:
+        self.settled = outcome.kind is OutcomeKind.COMPLETED or (
+            outcome.kind is OutcomeKind.STOPPED and not self.gave_up
+        )
+        if outcome.kind in (OutcomeKind.CRASHED_AS_PLANNED, OutcomeKind.EXITED_AFTER_CRASH):
             self.needs_gap = True
         if outcome.kind in ANOMALIES:
             detail = f" by {outcome.signal}" if outcome.signal else ""
@@ -157,6 +171,102 @@ class CaseContext:
             detail += f": {outcome.note}" if outcome.note else ""
             self.notes.append(f"worker {outcome.worker} (pid {outcome.pid}) {outcome.kind}{detail}")
         return outcome
+
+    def _expected_exit(self, outcome: WorkerOutcome) -> None:
+        """An exit the scenario calls normal after a crash of one of the worker's processes
+        (``exits_after_crash``) is no anomaly: the worker is restarted as after a crash."""
+        if outcome.kind is not OutcomeKind.DIED or outcome.exit_code is None:
+            return
+        if outcome.exit_code not in self.lifecycle.exits_after_crash:
+            return
+        crash = next(
+            (
+                ev
+                for ev in trace.read(self.trace_path)
+                if ev.event == "crash" and ev.worker == outcome.worker and ev.pid != outcome.pid
+            ),
+            None,
+        )
+        if crash is None:  # nothing of it was killed: an exit 1 is the worker's own failure
+            return
+        outcome.kind = OutcomeKind.EXITED_AFTER_CRASH
+        outcome.note = (
+            f"exit {outcome.exit_code} after its process {crash.pid} was killed at "
+            f"{crash.boundary}#{crash.hit}: normal by the scenario's exits_after_crash"
+        )
+
+    def _run_daemon(self, worker: RunningWorker) -> WorkerOutcome:
+        """Let a worker that never exits on its own run until the system has settled (or the
+        settle deadline passes), then stop it as its library documents."""
+        settle = self.settle or Settle(probe=None)
+        config = self.config("settle")
+        began = time.monotonic()
+        deadline = began + settle.deadline_s
+        last: tuple[int, int] | None = None
+        quiet_since = began
+        rounds = 0
+        while True:
+            if _ends_within(worker, settle.interval_s):
+                return self.supervisor.wait(
+                    worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
+                )
+            now = time.monotonic()
+            activity = self._activity()
+            if activity != last:
+                last, quiet_since = activity, now
+            done, output = settle.settled(config)
+            rounds += 1
+            if done:
+                delivered = self._all_intended_accepted()
+                if delivered or now - quiet_since >= settle.quiet_s:
+                    by = (
+                        "the provider accepted every intended delivery"
+                        if delivered
+                        else f"nothing happened for {settle.quiet_s:g}s"
+                    )
+                    self.record(
+                        "settled",
+                        rounds=rounds,
+                        after_s=round(time.time() - self.started_at, 3),
+                        by=by,
+                        probe=output,
+                    )
+                    return self._stop(worker, f"settled: {by}")
+            if now >= deadline:
+                age = round(time.time() - self.started_at, 3)
+                self.record(
+                    "settle_deadline", deadline_s=settle.deadline_s, age_s=age, probe=output
+                )
+                self.notes.append(
+                    f"still pending at the settle deadline ({settle.deadline_s}s; work {age}s "
+                    f"old){': ' + output.strip() if output.strip() else ''}"
+                )
+                self.gave_up = True
+                return self._stop(worker, "settle deadline")
+
+    def _stop(self, worker: RunningWorker, reason: str) -> WorkerOutcome:
+        return self.supervisor.stop(
+            worker,
+            sig=self.lifecycle.signum,
+            grace_s=self.lifecycle.stop_grace_s,
+            trace_path=self.trace_path,
+            reason=reason,
+        )
+
+    def _activity(self) -> tuple[int, int]:
+        """Something that changes whenever the system does anything the harness can see: a
+        boundary hit (the trace grows) or a request to the provider."""
+        try:
+            size = self.trace_path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        return size, len(self.provider.admin.effects())
+
+    def _all_intended_accepted(self) -> bool:
+        accepted = {(e.run_id, e.destination) for e in self.provider.admin.effects() if e.accepted}
+        return all(
+            (run, dest) in accepted for run, dests in self.intended.items() for dest in dests
+        )
 
     def watch(
         self,
@@ -175,6 +285,9 @@ class CaseContext:
         asked to: a worker that is slow (a provider holding its reply) is left to finish,
         and the flag is only recorded (``overdue_left_running``).
         """
+        if self.lifecycle.daemon:  # it never ends on its own: settling ends it
+            self.wait(worker)
+            return
         while True:
             waited_from = time.monotonic()
             event = self.supervisor.wait_event(
@@ -217,14 +330,30 @@ class CaseContext:
         settle probe, keep helping (recovery hook, fresh worker) until the system says nothing
         is pending or the deadline passes."""
         for _ in range(MAX_FINISH_WORKERS):
-            if self.settled or self.anomalous:
+            if self.settled or self.anomalous or self.gave_up:
                 break
+            if self.lifecycle.daemon and self.settle is not None and self.settle.recovery:
+                ok, hook_output = self.settle.recover(self.config("settle"))
+                self.record("recovery_hook", ok=ok, output=hook_output)
             self.watch(self.spawn(), kill_when_flagged=self.replace_flagged_workers)
         else:
             if not self.settled:
                 self.notes.append(f"still unsettled after {MAX_FINISH_WORKERS} fresh workers")
-        if self.settle is not None and not self.anomalous:
+        if self.settle is not None and not self.anomalous and not self.lifecycle.daemon:
             self._settle(self.settle)
+
+    def tear_down(self) -> None:
+        """The scenario's teardown hook, once per case, however the case ended."""
+        if self._torn_down or self.settle is None or self.settle.teardown is None:
+            return
+        self._torn_down = True
+        try:
+            ok, output = self.settle.tear_down(self.config("settle"))
+        except Exception as exc:  # a broken hook is reported, never a lost case
+            ok, output = False, f"{type(exc).__name__}: {exc}"
+        self.record("teardown", ok=ok, output=output)
+        if not ok:
+            self.notes.append(f"teardown {self.settle.teardown!r} failed: {output.strip()}")
 
     def _settle(self, settle: Settle) -> None:
         config = self.config("settle")
@@ -275,8 +404,12 @@ class CaseContext:
         return any(o.kind in ANOMALIES for o in self.outcomes)
 
     def restart_gap(self) -> None:
-        """Time passes while a crashed worker is replaced: its lease lapses, as in production."""
-        self.advance_clock(self.base_config.lease_s, reason="restart")
+        """Time passes while a crashed worker is replaced: its lease lapses, as in production
+        (or as long as the scenario's ``restart_gap_s`` says)."""
+        gap = self.lifecycle.restart_gap_s
+        seconds = self.base_config.lease_s if gap is None else gap
+        if seconds > 0:
+            self.advance_clock(seconds, reason="restart")
 
     # -- what became of each planned step ----------------------------------------------------
 
@@ -362,6 +495,11 @@ class CaseContext:
         case's clock file) read the same file."""
         self.clock.advance(seconds)
         self.provider_advances.append((time.time(), seconds))
+        if self.base_config.fake_time_file is not None:  # the worker's wall clock follows
+            write_offset(
+                Path(self.base_config.fake_time_file),
+                sum(moved for _, moved in self.provider_advances),
+            )
         self.record("clock_jump", seconds=seconds, reason=reason)
 
     def add_provider_rule(self, rule: FaultRule) -> None:
@@ -401,5 +539,14 @@ def _ended(worker: RunningWorker) -> bool:
     fd = os.pidfd_open(worker.pid)
     try:
         return bool(wait_readable([fd], 0))
+    finally:
+        os.close(fd)
+
+
+def _ends_within(worker: RunningWorker, seconds: float) -> bool:
+    """Whether the worker's first process ends within ``seconds`` (its pidfd turns ready)."""
+    fd = os.pidfd_open(worker.pid)
+    try:
+        return bool(wait_readable([fd], seconds))
     finally:
         os.close(fd)

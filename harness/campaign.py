@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
-from harness import _db, _scratch, _secrets
+from harness import _db, _faketime, _scratch, _secrets
 from harness import credentials as credentials_mod
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
@@ -32,6 +32,7 @@ from harness.faults import FAULTS, FaultSpec
 from harness.faults._args import ArgError
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
 from harness.invariants._model import NOT_JUDGED
+from harness.lifecycle import Lifecycle
 from harness.reference import adapters
 from harness.schedule import CaseSpec, Step
 from harness.settle import Settle
@@ -167,6 +168,8 @@ class CampaignSettings:
     #: the provider credentials granted (``harness.credentials``): one ``shared`` ``"*"``, or
     #: one per destination group (``per-topic``, ``per-domain``)
     credentials: str = "shared"
+    #: how a third-party worker lives and tells time: daemon, stop signal, fake time, ...
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
 
 
 @dataclass
@@ -455,6 +458,7 @@ def run_case(
     clock = SharedClock.create(
         str(case_dir / trace_store.CLOCK_FILE), start=start_for_seed(settings.seed)
     )
+    ctx: CaseContext | None = None
     try:
         # A SQLite ledger is copied from a template made by the campaign's first case.
         _db.prepare_target(
@@ -486,6 +490,10 @@ def run_case(
         # The steps' own provider rules are armed by their prepare (``add_provider_rule``).
         epoch = provider.admin.reset(rules, clock_path=clock.path)
         grants = credentials or (credentials_mod.Credential("worker", secret, ("*",)),)
+        fake_time_file = None
+        if settings.lifecycle.fake_time:
+            fake_time_file = case_dir / _faketime.OFFSET_FILE
+            _faketime.write_offset(fake_time_file, 0.0)
         base_config = WorkerConfig(
             db=target,
             provider_url=epoch_url(provider.url, epoch),
@@ -495,6 +503,7 @@ def run_case(
             credentials=grants if settings.credentials != "shared" else (),
             worker_name="w0",
             clock_path=clock.path,
+            fake_time_file=None if fake_time_file is None else str(fake_time_file),
             **overrides,
         )
         ctx = CaseContext(
@@ -513,6 +522,7 @@ def run_case(
             provider_advances=provider_advances if provider_advances is not None else [],
             crash_scope=settings.crash_scope,
             settle=settings.settle,
+            lifecycle=settings.lifecycle,
             started_at=started,
         )
         for index, step in enumerate(case.steps):
@@ -533,6 +543,7 @@ def run_case(
                 ctx.begin_step(-1, step)
         ctx.finish()
         _drain(ctx, provider, epoch)
+        ctx.tear_down()
         policy = Policy(
             key_window_s=base_config.key_window_s,
             retry_backoff_s=base_config.retry_backoff_s,
@@ -558,6 +569,8 @@ def run_case(
             provider_clock_offset_s=sum(s for _, s in ctx.provider_advances),
         )
     finally:
+        if ctx is not None:
+            ctx.tear_down()  # once, however the case ended: the broker's state is the case's
         clock.close()
         _db.drop_target(target)
     _confirm_steps(ctx, case, observation.effects)

@@ -23,6 +23,7 @@ from harness._boundary import SCOPES
 from harness.credentials import CREDENTIAL_MODES
 from harness.errors import BadInputError
 from harness.invariants import CHECKERS
+from harness.lifecycle import STOP_SIGNALS, Lifecycle
 from harness.schedule import CaseSpec
 from harness.settle import Settle
 from harness.systems import System
@@ -53,6 +54,13 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "request_timeout_s": (int, float),
         "deadline_s": (int, float),
         "autojump": (bool,),
+        # how a third-party worker lives and tells time (``harness.lifecycle``)
+        "daemon": (bool,),
+        "stop_signal": (str,),
+        "stop_grace_s": (int, float),
+        "exits_after_crash": (list,),
+        "fake_time": (bool,),
+        "restart_gap_s": (int, float),
     },
     "cases": {"mode": (str,), "list": (list,), "depth": (int,), "crash_scope": (str,)},
     "settle": {
@@ -60,6 +68,8 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "recovery": (str,),
         "deadline_s": (int, float),
         "interval_s": (int, float),
+        "teardown": (str,),
+        "quiet_s": (int, float),
     },
     "expect": {"hold": (str, list), "violation": (str,)},
 }
@@ -78,9 +88,13 @@ _RANGES: dict[tuple[str, str], tuple[float, bool, float, str]] = {
     ("worker", "key_window_s"): (0, True, 3650 * _DAY, " s"),
     ("worker", "request_timeout_s"): (0, False, 3600, " s"),
     ("worker", "deadline_s"): (0, False, _DAY, " s"),
+    ("worker", "stop_grace_s"): (0, True, 3600, " s"),
+    ("worker", "exits_after_crash"): (1, True, 255, ""),  # each of the list's exit codes
+    ("worker", "restart_gap_s"): (0, True, 3650 * _DAY, " s"),
     ("cases", "depth"): (1, True, 2, ""),
     ("settle", "deadline_s"): (0, False, _DAY, " s"),
     ("settle", "interval_s"): (0, False, 3600, " s"),
+    ("settle", "quiet_s"): (0, True, 3600, " s"),
 }
 
 
@@ -148,6 +162,8 @@ class Scenario:
     prepare: str | None = None
     #: ``[provider] credentials``: one shared credential, or one per destination group
     credentials: str = "shared"
+    #: ``[worker] daemon, stop_signal, ...``: how a third-party worker lives and tells time
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
 
     def campaign_fields(self) -> dict[str, Any]:
         """The ``CampaignSettings`` fields this scenario fixes (one mapping for the CLI and
@@ -164,6 +180,7 @@ class Scenario:
             "crash_scope": self.crash_scope,
             "settle": self.settle,
             "credentials": self.credentials,
+            "lifecycle": self.lifecycle,
         }
 
     def build_system(self) -> System:
@@ -383,6 +400,7 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         faults = tuple(checked)
     worker = dict(data.get("worker", {}))
     deadline = float(worker.pop("deadline_s", 60.0))
+    lifecycle = _lifecycle(path, text, meta, worker)
     if "retry_backoff_s" in worker:
         backoff = worker["retry_backoff_s"]
         if not backoff:  # each value was range-checked in ``load``
@@ -418,17 +436,24 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         )
     settle: Settle | None = None
     settle_table = data.get("settle")
+    if settle_table is None and lifecycle.daemon:
+        settle_table = {}  # a daemon settles on the provider's log or quiet alone
     if settle_table is not None:
-        if "probe" not in settle_table:
+        if "probe" not in settle_table and not lifecycle.daemon:
             raise _err(
                 path, text, "settle", None, "missing key 'probe' (a command or module:function)"
             )
-        settle = Settle(
-            probe=settle_table["probe"],
-            recovery=settle_table.get("recovery"),
-            deadline_s=float(settle_table.get("deadline_s", 30.0)),
-            interval_s=float(settle_table.get("interval_s", 0.5)),
-        )
+        try:
+            settle = Settle(
+                probe=settle_table.get("probe"),
+                recovery=settle_table.get("recovery"),
+                deadline_s=float(settle_table.get("deadline_s", 30.0)),
+                interval_s=float(settle_table.get("interval_s", 0.5)),
+                teardown=settle_table.get("teardown"),
+                quiet_s=float(settle_table.get("quiet_s", 2.0)),
+            )
+        except BadInputError as exc:
+            raise _err(path, text, "settle", None, str(exc)) from None
     expect = data.get("expect", {})
     hold_raw = expect.get("hold", "all")
     if isinstance(hold_raw, list):
@@ -529,4 +554,56 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         boundaries=boundaries,
         prepare=prepare_ref,
         credentials=credentials,
+        lifecycle=lifecycle,
     )
+
+
+def _lifecycle(path: Path, text: str, meta: dict[str, Any], worker: dict[str, Any]) -> Lifecycle:
+    """``[worker]``'s lifecycle keys, taken out of the worker overrides (they are the
+    harness's to act on, not settings a worker reads)."""
+    found = {k: worker.pop(k) for k in _LIFECYCLE_KEYS if k in worker}
+    stop_signal = found.get("stop_signal", "SIGTERM")
+    if stop_signal not in STOP_SIGNALS:
+        raise _err(
+            path,
+            text,
+            "worker",
+            "stop_signal",
+            f"expected one of {', '.join(STOP_SIGNALS)}, got {stop_signal!r}",
+        )
+    codes = found.get("exits_after_crash", [])
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in codes):
+        raise _err(path, text, "worker", "exits_after_crash", f"expected exit codes, got {codes!r}")
+    if found.get("fake_time") and not str(meta.get("system", "")).startswith("cmd:"):
+        raise _err(
+            path,
+            text,
+            "worker",
+            "fake_time",
+            "libfaketime is preloaded into a program the harness execs: it needs a cmd: system",
+        )
+    if found.get("fake_time"):
+        from harness._faketime import library
+
+        try:
+            library()
+        except BadInputError as exc:
+            raise _err(path, text, "worker", "fake_time", str(exc)) from None
+    return Lifecycle(
+        daemon=bool(found.get("daemon", False)),
+        stop_signal=stop_signal,
+        stop_grace_s=float(found.get("stop_grace_s", 10.0)),
+        exits_after_crash=tuple(codes),
+        fake_time=bool(found.get("fake_time", False)),
+        restart_gap_s=(float(found["restart_gap_s"]) if "restart_gap_s" in found else None),
+    )
+
+
+_LIFECYCLE_KEYS = (
+    "daemon",
+    "stop_signal",
+    "stop_grace_s",
+    "exits_after_crash",
+    "fake_time",
+    "restart_gap_s",
+)

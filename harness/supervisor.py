@@ -66,6 +66,12 @@ class OutcomeKind(StrEnum):
     KILLED_UNPLANNED = "killed_unplanned"
     DIED = "died"
     HUNG = "hung"
+    #: a daemon worker the harness stopped once the system had settled (or the settle
+    #: deadline passed): by its documented stop signal, or by SIGKILL when it ignored that
+    STOPPED = "stopped"
+    #: a worker that exited with a code its scenario calls normal after one of its processes
+    #: was killed as planned (``[worker] exits_after_crash``): restarted, no anomaly
+    EXITED_AFTER_CRASH = "exited_after_crash"
 
 
 @dataclass
@@ -127,6 +133,8 @@ class RunningWorker:
     harness_kills: list[str] = field(default_factory=list)
     #: True once the harness released a pause of this worker with ``crash``
     crash_released: bool = False
+    #: how the harness stopped this (daemon) worker: "SIGTERM", or "SIGTERM then SIGKILL"
+    stopped_by: str | None = None
 
     def close_pipes(self) -> None:
         for fd in (self.events_fd, self.control_fd):
@@ -537,6 +545,51 @@ class Supervisor:
             _tree.remove_cgroup(worker.tree.cgroup)
         return len(left)
 
+    def stop(
+        self,
+        worker: RunningWorker,
+        *,
+        sig: signal.Signals,
+        grace_s: float,
+        trace_path: Path,
+        reason: str,
+    ) -> WorkerOutcome:
+        """Stop a daemon worker as its library documents: ``sig`` to its first process (a
+        warm shutdown lets it finish or hand back the task at hand), SIGKILL to its whole
+        tree if it has not ended ``grace_s`` later. Which of the two it took is recorded."""
+        sent = time.monotonic()
+        pidfd = os.pidfd_open(worker.pid)
+        try:
+            if wait_readable([pidfd], 0):  # it ended on its own first: say how, not "stopped"
+                return self.wait(worker, timeout_s=DUMP_GRACE_S, trace_path=trace_path)
+            trace.append(
+                trace_path,
+                event="stop",
+                worker=worker.name,
+                pid=worker.pid,
+                signal=sig.name,
+                reason=reason,
+            )
+            worker.stopped_by = sig.name
+            os.kill(worker.pid, sig)  # a zombie still takes a signal: no race with its end
+            if not wait_readable([pidfd], grace_s):
+                worker.stopped_by = f"{sig.name}, then SIGKILL after {grace_s:g}s"
+                trace.append(
+                    trace_path,
+                    event="stop_forced",
+                    worker=worker.name,
+                    pid=worker.pid,
+                    grace_s=grace_s,
+                )
+                self._kill_tree(worker)
+        finally:
+            os.close(pidfd)
+        outcome = self.wait(worker, timeout_s=DUMP_GRACE_S + grace_s, trace_path=trace_path)
+        if outcome.kind is OutcomeKind.STOPPED and outcome.note is None:
+            took = time.monotonic() - sent
+            outcome.note = f"stopped by {worker.stopped_by} ({reason}; ended {took:.2f}s after)"
+        return outcome
+
     def release(self, worker: RunningWorker, verb: str = "continue") -> None:
         """Let a paused worker go on (``continue``), die there (``crash``) or ``raise``."""
         assert worker.control_fd is not None, "worker has no control pipe"
@@ -592,6 +645,15 @@ class Supervisor:
                 kind=OutcomeKind.HUNG,
                 exit_code=None,
                 signal=_signame(sig),
+                boundary=None,
+                hit=None,
+                **common,
+            )
+        if worker.stopped_by is not None:  # the harness asked it to end; however it ended
+            return WorkerOutcome(
+                kind=OutcomeKind.STOPPED,
+                exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                signal=_signame(os.WTERMSIG(status)) if os.WIFSIGNALED(status) else None,
                 boundary=None,
                 hit=None,
                 **common,

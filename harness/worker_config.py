@@ -59,6 +59,9 @@ class WorkerConfig:
     #: narrowed credentials, one per destination group (``harness.credentials``); empty: the
     #: one credential above (``credential_id``, scope ``destination_scope``) for everything
     credentials: tuple[Credential, ...] = ()
+    #: the case's libfaketime offset file (``[worker] fake_time``): an exec'd worker and the
+    #: settle hooks tell the time by it; None: real wall time
+    fake_time_file: str | None = None
 
     def clock(self) -> SharedClock:
         return SharedClock(self.clock_path)
@@ -102,6 +105,10 @@ class WorkerConfig:
         env = {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
         if self.credentials:
             env[SECRETS_ENV_VAR] = json.dumps({c.credential_id: c.secret for c in self.credentials})
+        if self.fake_time_file is not None:
+            from harness._faketime import environment
+
+            env.update(environment(self.fake_time_file))
         return env
 
     @classmethod

@@ -52,6 +52,8 @@ OUTCOME_COLOURS = {
     "killed_unplanned": "#6a1b9a",
     "died": "#ef6c00",
     "hung": "#ef6c00",
+    "stopped": "#2e7d32",
+    "exited_after_crash": "#c62828",
 }
 
 #: the page's own fonts (html.py's body font), so the picture reads like the text around it

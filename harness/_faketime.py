@@ -1,0 +1,66 @@
+"""The wall clock of a third-party worker, moved by the harness through libfaketime.
+
+A task queue's recovery runs on timers the harness cannot reach: Kombu's visibility timeout,
+RQ's heartbeat TTL. Rather than wait real minutes, the worker's process tree (and the settle
+hooks) run with libfaketime preloaded, reading their offset from a file the harness rewrites
+whenever the case's clock moves. The offset is what the case clock has moved (a restart gap,
+a ``clock_jump``), so a worker's ``time.time()`` is wall time plus that; a broker server the
+harness did not start keeps real time (see docs/own-worker.md, "Time the harness moves").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.errors import BadInputError
+
+#: set to the path of ``libfaketime.so.1`` (or its MT variant) when it is somewhere else
+LIBRARY_ENV = "CRASH_HARNESS_LIBFAKETIME"
+#: where Debian, Ubuntu and a source build put it; the MT build copes with threaded workers
+_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+    "/usr/local/lib/faketime/libfaketimeMT.so.1",
+)
+#: the offset file in each case's directory
+OFFSET_FILE = "faketime.offset"
+
+
+def library() -> str:
+    """The libfaketime to preload; a clear error naming the package when there is none."""
+    given = os.environ.get(LIBRARY_ENV)
+    if given:
+        if not Path(given).is_file():
+            raise BadInputError(f"{LIBRARY_ENV}={given!r}: no such file")
+        return given
+    for candidate in _CANDIDATES:
+        if Path(candidate).is_file():
+            return candidate
+    raise BadInputError(
+        "[worker] fake_time = true needs libfaketime: install it (Debian/Ubuntu: "
+        f"apt-get install faketime) or point {LIBRARY_ENV} at libfaketimeMT.so.1"
+    )
+
+
+def write_offset(path: Path, seconds: float) -> None:
+    """Set the fake clock to wall time plus ``seconds`` for every process reading ``path``.
+
+    Written to a temporary file and renamed over, so a reader sees the old offset or the new
+    one, never half a line."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"+{max(0.0, seconds):.3f}\n")
+    os.replace(tmp, path)
+
+
+def environment(offset_file: str) -> dict[str, str]:
+    """What a process needs in its environment to tell the time by ``offset_file``."""
+    lib = library()
+    preload = os.environ.get("LD_PRELOAD", "")
+    return {
+        "LD_PRELOAD": f"{lib}:{preload}" if preload else lib,
+        "FAKETIME_TIMESTAMP_FILE": offset_file,
+        # read the file on every call: the harness moves the clock while the worker runs
+        "FAKETIME_NO_CACHE": "1",
+    }

@@ -1,0 +1,209 @@
+"""Daemon workers, expected exits, per-case teardown and fake time (``[worker]`` lifecycle keys).
+
+A worker that never exits on its own (``tests._daemon``, shaped like a Celery worker) must
+end its case once the system has settled, be stopped by its documented signal (SIGKILL only
+when it ignores that), and be judged like any other: a correct one passes, one that marks a
+job done before posting it is caught losing it. Each test runs the real CLI on a scenario
+file, with real processes and a real SQLite file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import ExitStatus
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCENARIO = """
+[scenario]
+name = "daemon-{mode}"
+system = "cmd:python -m tests._daemon {mode}"
+boundaries = ["job_started", "after_provider_accept"]
+prepare = "tests._daemon:prepare"
+seed = 3
+
+[workload]
+runs = 1
+destinations_per_topic = 1
+
+[provider]
+faults = []
+
+[worker]
+daemon = true
+stop_grace_s = 2
+{worker}
+
+[cases]
+mode = "list"
+list = {cases}
+crash_scope = "{scope}"
+
+[settle]
+probe = "tests._daemon:pending"
+teardown = "tests._daemon:teardown"
+deadline_s = {deadline}
+interval_s = 0.2
+quiet_s = 1
+"""
+
+
+def _sweep(
+    tmp_path: Path,
+    mode: str,
+    cases: list[str],
+    *,
+    scope: str = "worker",
+    worker: str = "",
+    deadline: float = 10,
+) -> tuple[int, dict[str, Any], str]:
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / f"{mode}.toml"
+    path.write_text(
+        SCENARIO.format(
+            mode=mode, cases=json.dumps(cases), scope=scope, worker=worker, deadline=deadline
+        )
+    )
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path), "--report-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "CRASH_HARNESS_TMPDIR": str(tmp_path),
+            "CH_TEST_TEARDOWN_LOG": str(tmp_path / "teardowns"),
+            "NO_COLOR": "1",
+        },
+        check=False,
+    )
+    report_path = out / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    return done.returncode, report, done.stdout + done.stderr
+
+
+def _case(report: dict[str, Any], case_id: str) -> dict[str, Any]:
+    return next(c for c in report["cases"] if c["id"] == case_id)
+
+
+def _failed(case: dict[str, Any]) -> set[str]:
+    return {n for n, r in case["invariants"].items() if r["status"] == "fail"}
+
+
+def test_a_correct_daemon_settles_is_stopped_by_its_signal_and_passes(tmp_path: Path) -> None:
+    cases = ["baseline", "crash@job_started#1", "crash@after_provider_accept#1"]
+    began = time.monotonic()
+    code, report, said = _sweep(tmp_path, "correct", cases)
+    took = time.monotonic() - began
+    assert code == ExitStatus.PASSED, said
+    assert [c["verdict"] for c in report["cases"]] == ["pass"] * 3, said
+    for case in report["cases"]:
+        last = case["workers"][-1]
+        assert last["outcome"] == "stopped", case["workers"]
+        assert last["exit_code"] == 0
+        assert (
+            "stopped by SIGTERM (settled: the provider accepted every intended delivery"
+            in (last["note"])
+        ), last
+    crashed = _case(report, "crash@job_started#1")["workers"]
+    assert [w["outcome"] for w in crashed] == ["crashed_as_planned", "stopped"], crashed
+    # each case ended when it settled, not at the 10 s settle deadline
+    assert took < 3 * 10, (took, said)
+    # the teardown ran once per case run (the determinism check reruns some), never twice
+    torn = (tmp_path / "teardowns").read_text().splitlines()
+    assert len(torn) == len(set(torn)), torn
+    assert {Path(line.split("|")[0]).parent.name for line in torn} == {
+        "baseline",
+        "crash_job_started_1",
+        "crash_after_provider_accept_1",
+    }, torn
+
+
+def test_a_daemon_that_marks_a_job_done_before_posting_is_caught_losing_it(
+    tmp_path: Path,
+) -> None:
+    code, report, said = _sweep(tmp_path, "marks-first", ["baseline", "crash@job_started#1"])
+    assert code == ExitStatus.VIOLATION, said
+    assert _case(report, "baseline")["verdict"] == "pass", said
+    lost = _case(report, "crash@job_started#1")
+    assert lost["verdict"] == "fail"
+    assert _failed(lost) == {"no_silent_loss"}, lost["invariants"]
+    # nothing pending by its own account and nothing happening: settled by quiet
+    assert "settled: nothing happened for 1s" in lost["workers"][-1]["note"], lost["workers"]
+    assert "invariants violated: no_silent_loss" in said
+
+
+def test_a_daemon_that_ignores_its_stop_signal_is_killed_after_the_grace(tmp_path: Path) -> None:
+    code, report, said = _sweep(tmp_path, "ignores-term", ["baseline"])
+    assert code == ExitStatus.PASSED, said
+    worker = report["cases"][0]["workers"][-1]
+    assert worker["outcome"] == "stopped"
+    assert worker["signal"] == "SIGKILL"
+    assert "SIGTERM, then SIGKILL after 2s" in worker["note"], worker
+
+
+def test_an_exit_after_a_pool_child_crash_is_an_anomaly_unless_the_scenario_expects_it(
+    tmp_path: Path,
+) -> None:
+    """Process scope kills the pool child; the parent exits 1. Unexpected, that is an unknown
+    case that names no invariant; with ``exits_after_crash = [1]`` it is restarted, and the
+    work is finished and judged."""
+    code, report, said = _sweep(tmp_path, "pool", ["crash@job_started#1"], scope="process")
+    assert code == ExitStatus.INCONCLUSIVE, said
+    case = report["cases"][0]
+    assert case["verdict"] == "unknown", said
+    assert _failed(case) == set(), case["invariants"]
+    assert "invariants violated" not in said
+    assert [w["outcome"] for w in case["workers"]] == ["died"], case["workers"]
+
+    code, report, said = _sweep(
+        tmp_path / "expected",
+        "pool",
+        ["crash@job_started#1", "crash@after_provider_accept#1"],
+        scope="process",
+        worker="exits_after_crash = [1]",
+    )
+    assert code == ExitStatus.PASSED, said
+    for case in report["cases"]:
+        outcomes = [w["outcome"] for w in case["workers"]]
+        assert outcomes == ["exited_after_crash", "stopped"], case["workers"]
+        assert "normal by the scenario's exits_after_crash" in case["workers"][0]["note"]
+
+
+@pytest.mark.skipif(
+    not Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1").exists()
+    and not os.environ.get("CRASH_HARNESS_LIBFAKETIME"),
+    reason="libfaketime is not installed (apt-get install faketime)",
+)
+def test_fake_time_moves_a_visibility_timeout_that_wall_time_would_make_us_wait_for(
+    tmp_path: Path,
+) -> None:
+    """A job claimed by a killed worker is visible again only after 600 s of its wall clock.
+    With ``fake_time`` the restart gap moves that clock and the restart finishes the job in
+    seconds; without it the job is still pending at the settle deadline (liveness)."""
+    case_id = "crash@job_started#1"
+    code, report, said = _sweep(
+        tmp_path, "visibility", [case_id], worker="fake_time = true\nrestart_gap_s = 700"
+    )
+    assert code == ExitStatus.PASSED, said
+    assert report["cases"][0]["verdict"] == "pass", said
+
+    code, report, said = _sweep(
+        tmp_path / "wall", "visibility", [case_id], worker="restart_gap_s = 700", deadline=3
+    )
+    assert code == ExitStatus.VIOLATION, said
+    case = report["cases"][0]
+    assert "liveness" in _failed(case), case["invariants"]
+    assert any("still pending at the settle deadline" in n for n in case["notes"]), case["notes"]
