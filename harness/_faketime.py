@@ -63,4 +63,8 @@ def environment(offset_file: str) -> dict[str, str]:
         "FAKETIME_TIMESTAMP_FILE": offset_file,
         # read the file on every call: the harness moves the clock while the worker runs
         "FAKETIME_NO_CACHE": "1",
+        # Python's timed lock waits take an absolute CLOCK_MONOTONIC deadline, which the
+        # kernel measures on the real clock: a faked monotonic makes every Event.wait(1)
+        # last as long as the offset (a redis-py pubsub thread join hung an RQ worker)
+        "DONT_FAKE_MONOTONIC": "1",
     }

@@ -90,7 +90,9 @@ def command_system(
 
         from harness._boundary import handoff_env
 
-        env = {**os.environ, **config.to_env(), **handoff_env()}
+        # a Python program dumps every thread's stack on the harness's SIGABRT, as a forked
+        # worker does (a hang is reported with where it hung)
+        env = {"PYTHONFAULTHANDLER": "1", **os.environ, **config.to_env(), **handoff_env()}
         os.execvpe(argv[0], argv, env)
 
     if prepare is None and read_ledger is None and not _is_reference_program(argv):

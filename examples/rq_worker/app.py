@@ -141,6 +141,14 @@ def pending(config: WorkerConfig) -> dict[str, int]:
     }
 
 
+def teardown(config: WorkerConfig) -> None:
+    """The teardown hook: delete every Redis key of this case's queue (queue, registries,
+    jobs), so a long sweep leaves nothing behind in a Redis it shares."""
+    redis = connect()
+    for key in redis.scan_iter(match=f"rq:*{queue_name(config)}*", count=500):
+        redis.delete(key)
+
+
 def run(*, fixed: bool) -> None:
     """One worker incarnation: fill the queue from the outbox, then work it until empty."""
     config = WorkerConfig.from_env()

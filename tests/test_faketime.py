@@ -1,0 +1,98 @@
+"""What ``[worker] fake_time`` moves, measured in a real child process under libfaketime.
+
+The child prints its readings on request; the test moves the offset file between requests,
+as the harness does while a worker runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import _faketime
+from harness.errors import BadInputError
+
+try:
+    _faketime.library()
+    HAVE_LIBFAKETIME = True
+except BadInputError:
+    HAVE_LIBFAKETIME = False
+
+needs_libfaketime = pytest.mark.skipif(
+    not HAVE_LIBFAKETIME, reason="libfaketime is not installed (apt-get install faketime)"
+)
+
+#: answers one line per line read on stdin: its clocks, and how long a 0.2 s wait took
+CHILD = """
+import datetime, json, sys, threading, time
+for line in sys.stdin:
+    began = time.perf_counter()
+    threading.Event().wait(0.2)
+    waited = time.perf_counter() - began
+    print(json.dumps({
+        "time": time.time(),
+        "datetime": datetime.datetime.now().timestamp(),
+        "monotonic": time.monotonic(),
+        "waited": waited,
+    }), flush=True)
+"""
+
+
+@needs_libfaketime
+@pytest.mark.timeout(60)  # a faked monotonic makes the child's 0.2 s wait last an hour
+def test_a_child_under_fake_time_follows_the_offset_file_while_it_runs(tmp_path: Path) -> None:
+    offset = tmp_path / _faketime.OFFSET_FILE
+    _faketime.write_offset(offset, 0)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        env={**os.environ, **_faketime.environment(str(offset))},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+
+    def ask() -> dict[str, float]:
+        assert child.stdin is not None
+        assert child.stdout is not None
+        child.stdin.write("\n")
+        child.stdin.flush()
+        reading: dict[str, float] = json.loads(child.stdout.readline())
+        reading["real"] = time.time()
+        return reading
+
+    try:
+        before = ask()
+        _faketime.write_offset(offset, 3600)
+        after = ask()
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+        child.stdout.close()
+    assert abs(before["time"] - before["real"]) < 5
+    # wall time (time.time, datetime.now) is an hour ahead as soon as the file says so
+    assert abs(after["time"] - after["real"] - 3600) < 5, after
+    assert abs(after["datetime"] - after["real"] - 3600) < 5, after
+    # monotonic is left alone, so timed waits last what they say (a faked one made every
+    # Event.wait last as long as the offset)
+    assert after["monotonic"] - before["monotonic"] < 60, (before, after)
+    assert after["waited"] < 5, after
+
+
+def test_a_missing_library_is_named_with_the_package_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(_faketime.LIBRARY_ENV, str(tmp_path / "nope.so"))
+    with pytest.raises(BadInputError, match=r"nope\.so"):
+        _faketime.library()
+    monkeypatch.delenv(_faketime.LIBRARY_ENV)
+    monkeypatch.setattr(_faketime, "_CANDIDATES", (str(tmp_path / "absent.so"),))
+    with pytest.raises(BadInputError, match="apt-get install faketime"):
+        _faketime.library()
