@@ -227,12 +227,6 @@ def _execute(
             # what `crash-harness report merge` needs to put the shards back together (a
             # sweep knows its plan only after its dry run: filled in below)
             shard_info = {"spec": f"{index}/{count}", "index": index, "count": count}
-            if mode == "sweep" and (depth or scenario.depth) > 1:
-                raise BadInputError(
-                    "--shard: a depth-2 sweep plans its second crashes from the first ones'"
-                    " results, so it cannot be split before it runs; shard a depth-1 sweep"
-                    " (--depth 1), or list the cases and run --case"
-                )
             if mode != "sweep":
                 shard_info["plan"] = [c.id for c in cases]
                 cases = shard_cases(cases, shard)

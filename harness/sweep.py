@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.campaign import Campaign, CaseResult
-from harness.errors import BadInputError
 from harness.schedule import CaseSpec, Step
 
 
@@ -53,10 +52,11 @@ def sweep(
 ) -> tuple[list[CaseResult], SweepCoverage]:
     """Run the dry run, then every first crash it makes possible (and second ones at depth 2).
 
-    With ``shard=(i, n)`` (depth 1 only) every shard runs the dry run to plan, then keeps the
-    i-th of every n cases of the plan (the dry run first, then one crash per (boundary, hit)):
-    the shards' reports merge into the unsharded one (``crash-harness report merge``), and
-    each shard's coverage counts the pairs of its own slice.
+    With ``shard=(i, n)`` every shard runs the dry run to plan, then keeps the i-th of every n
+    cases of the plan (the dry run first, then one crash per (boundary, hit)); at depth 2 it
+    plans its second crashes from its own first ones, which no other shard runs. The shards'
+    reports merge into the unsharded one (``crash-harness report merge``), and each shard's
+    coverage counts the pairs of its own slice.
 
     ``on_plan(n)`` is told each time ``n`` more cases are planned (the dry run and the first
     crashes once the dry run is done, the second crashes once the first ones are), so a
@@ -64,11 +64,6 @@ def sweep(
     """
     from harness.parallel import run_cases
 
-    if shard is not None and depth > 1:
-        raise BadInputError(
-            "--shard: a depth-2 sweep plans its second crashes from the first ones' results,"
-            " so it cannot be split before it runs; shard a depth-1 sweep, or list the cases"
-        )
     coverage = SweepCoverage()
     dry = campaign.run(CaseSpec())
     boundaries = campaign.settings.system.boundaries

@@ -223,10 +223,74 @@ def test_a_sharded_sweep_merges_into_the_unsharded_sweep(tmp_path: Path) -> None
     assert len(half["pairs_missing"]) == half["pairs_expected"] - half["pairs_covered"]
 
 
-def test_a_depth_two_sweep_is_not_sharded(tmp_path: Path) -> None:
-    """Its second crashes come from the first ones' results: refused before anything runs."""
-    proc = _start("sweep", "reference-sweep", "--depth", "2", "--shard", "1/2", cwd=tmp_path)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 2, out + err
-    assert "depth-2 sweep" in out + err
-    assert not (tmp_path / "reports").exists()
+#: a daemon with two boundaries and one delivery: a depth-2 sweep of 7 cases (the dry run,
+#: 2 first crashes, 2 second crashes planned from each)
+DEPTH_TWO = """
+[scenario]
+name = "daemon-depth-two"
+system = "cmd:python -m tests._daemon correct"
+boundaries = ["job_started", "after_provider_accept"]
+prepare = "tests._daemon:prepare"
+seed = 3
+
+[workload]
+runs = 1
+destinations_per_topic = 1
+
+[provider]
+faults = []
+
+[worker]
+daemon = true
+
+[cases]
+mode = "sweep"
+depth = 2
+
+[settle]
+probe = "tests._daemon:pending"
+deadline_s = 10
+interval_s = 0.2
+quiet_s = 1
+"""
+
+
+def test_a_depth_two_sweep_sharded_merges_into_the_unsharded_one(tmp_path: Path) -> None:
+    """Each shard plans its second crashes from its own first ones; merged, the shards are
+    the unsharded depth-2 sweep: the same cases in the same order, the same coverage."""
+    (tmp_path / "d2.toml").write_text(DEPTH_TWO)
+    procs = {
+        "full": _start(
+            "sweep", "d2.toml", "--report-dir", "full", "--determinism", "0", cwd=tmp_path
+        ),
+        **{
+            f"s{i}": _start(
+                "sweep",
+                "d2.toml",
+                *("--shard", f"{i}/2", "--report-dir", f"s{i}", "--determinism", "0"),
+                cwd=tmp_path,
+            )
+            for i in (1, 2)
+        },
+    }
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"{name}: {out}\n{err}"
+    full = _load(tmp_path / "full" / "report.json")
+    seconds = [i for i in _ids(full) if "+" in i]
+    assert len(seconds) == 4, _ids(full)
+    shards = [_load(tmp_path / f"s{i}" / "report.json") for i in (1, 2)]
+    # every second crash ran in the shard of its first crash, and only there
+    for shard in shards:
+        firsts = {i for i in _ids(shard) if "+" not in i}
+        assert all(i.split("+")[0] in firsts for i in _ids(shard) if "+" in i), _ids(shard)
+    out = tmp_path / "merged.json"
+    result = _merge(tmp_path / "s2" / "report.json", tmp_path / "s1" / "report.json", "--out", out)
+    assert result.exit_code == 0, result.output
+    merged = _load(out)
+    validate(merged)
+    assert _ids(merged) == _ids(full) == merged["plan"]["cases"]
+    assert merged["sweep"] == full["sweep"]
+    assert merged["sweep"]["depth2_planned"] == merged["sweep"]["depth2_fired"] == 4
+    assert merged["summary"] == full["summary"]
+    assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in full["cases"]]

@@ -201,10 +201,22 @@ def campaign_command(settings: CampaignSettings, *, full: bool, plan: Sequence[s
 
 
 def order_cases(cases: Iterable[Mapping[str, Any]], plan: Sequence[str]) -> list[dict[str, Any]]:
-    """Cases in plan order (a resumed campaign appends out of order); unplanned ones last."""
+    """Cases in plan order (a resumed campaign appends out of order); unplanned ones last,
+    a depth-2 case grouped under the first crash it was planned from (as a sweep runs them)."""
     rank = {case_id: i for i, case_id in enumerate(plan)}
     listed = [dict(c) for c in cases]
-    return sorted(listed, key=lambda c: rank.get(c["id"], len(rank)))
+
+    def key(case: Mapping[str, Any]) -> tuple[int, int]:
+        if case["id"] in rank:
+            return 0, rank[case["id"]]
+        return 1, rank.get(first_step_id(case["id"]), len(rank))
+
+    return sorted(listed, key=key)
+
+
+def first_step_id(case_id: str) -> str:
+    """``crash@a#1+crash@b#2`` -> ``crash@a#1``: the case a depth-2 case was planned from."""
+    return case_id.split("+", 1)[0]
 
 
 def coverage(

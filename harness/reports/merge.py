@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from harness.errors import BadInputError, ExitStatus, HarnessError
-from harness.reports._contract import SCHEMA, ReportError, assemble, validate
+from harness.reports._contract import SCHEMA, ReportError, assemble, first_step_id, validate
 
 #: fields every shard of one campaign must agree on, as (field, what it is)
 _SAME = (
@@ -84,6 +84,16 @@ def merge_reports(
     plan = [str(i) for i in first["shard"]["plan"]]
     full = bool(first.get("plan", {}).get("full", False))
     cases = [case for k in order for case in reports[k]["cases"]]
+    # a depth-2 sweep's second crashes were planned by the shard that ran their first one:
+    # they join the plan after it, grouped under their first crash, as the unsharded sweep
+    # runs them
+    planned = set(plan)
+    rank = {case_id: k for k, case_id in enumerate(plan)}
+    derived = sorted(
+        (c["id"] for c in cases if c["id"] not in planned),
+        key=lambda case_id: rank.get(first_step_id(case_id), len(plan)),
+    )
+    plan += derived
     done = {c["id"] for c in cases}
     data = assemble(
         settings=_settings_of(first),
@@ -176,12 +186,19 @@ def _check_shard(report: Mapping[str, Any], source: str) -> None:
     if not 1 <= index <= count:
         raise BadInputError(f"{source}: field 'shard': {index}/{count} is not a shard of {count}")
     expected = list(shard["plan"])[index - 1 :: count]
+    mine = set(expected)
+    whole = set(shard["plan"])
     ran = report.get("plan", {}).get("cases")
-    if ran is not None and list(ran) != expected:
+    if ran is not None and [c for c in ran if c in whole] != expected:
         raise BadInputError(
             f"{source}: field 'plan.cases' is not shard {index}/{count} of field 'shard.plan'"
         )
-    stray = [c["id"] for c in report["cases"] if c["id"] not in expected]
+    # a depth-2 case belongs to the shard that ran the first crash it was planned from
+    stray = [
+        c["id"]
+        for c in report["cases"]
+        if c["id"] not in mine and (c["id"] in whole or first_step_id(c["id"]) not in mine)
+    ]
     if stray:
         raise BadInputError(
             f"{source}: field 'cases': {', '.join(stray)} not in shard {index}/{count} of the plan"
@@ -222,12 +239,12 @@ def _merged_sweep(
     slice of the plan, so the covered counts add up; the pairs of an absent shard's slice are
     missing with those its own shard missed. The plan's crashes are the denominator."""
     position = {case_id: k for k, case_id in enumerate(plan)}
-    crashes = [c for c in plan if c.startswith("crash@")]
+    crashes = [c for c in plan if c.startswith("crash@") and "+" not in c]  # depth 1
     missing_set = {str(m) for part in parts for m in part.get("pairs_missing", ())}
     missing_set |= {
         plan[k].removeprefix("crash@")
         for k in range(len(plan))
-        if plan[k].startswith("crash@") and (k % count) + 1 in absent
+        if plan[k].startswith("crash@") and "+" not in plan[k] and (k % count) + 1 in absent
     }
     missing = sorted(missing_set, key=lambda pair: position.get(f"crash@{pair}", len(plan)))
     return {
