@@ -450,6 +450,14 @@ def scenarios_check(files: tuple[Path, ...]) -> None:
     show_default=True,
     help="Hypothesis example database: failures found are tried first next time.",
 )
+@click.option(
+    "--examples-redis",
+    "examples_redis",
+    default=None,
+    metavar="URL",
+    help="Share the example database through Redis (redis://HOST:PORT/DB) instead: every"
+    " shard of a CI matrix replays first what any shard found.",
+)
 def explore_cmd(
     *,
     scenario_name: str,
@@ -462,6 +470,7 @@ def explore_cmd(
     budget: int,
     max_steps: int,
     examples_dir: Path,
+    examples_redis: str | None = None,
     set_words: tuple[str, ...] = (),
 ) -> None:
     """Let Hypothesis search fault schedules against real processes and shrink any failure.
@@ -475,7 +484,7 @@ def explore_cmd(
     from harness import scenario as scenario_mod
     from harness.campaign import Campaign, CampaignResult, finish_campaign
     from harness.explore import coverage as explore_coverage
-    from harness.explore import explore
+    from harness.explore import explore, shard_seed
 
     settings: Any = None
     workdir: Path | None = None
@@ -483,10 +492,17 @@ def explore_cmd(
     progress = _progress.Progress("explore")
     heartbeat = _progress.Heartbeat(progress)
     try:
+        shard_index = 1
         if shard is not None:
+            from harness.parallel import shard as shard_cases
+
+            shard_cases([], shard)  # checks the i/n spelling
+            shard_index = int(shard.split("/")[0])
+        if examples_redis is not None and not examples_redis.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
             raise BadInputError(
-                "explore cannot be sharded: give each CI job its own --seed (and --jobs N"
-                " runs N searches side by side)"
+                f"--examples-redis: expected a redis://HOST:PORT/DB URL, got {examples_redis!r}"
             )
         _cli_values.report_dir(report_dir)
         _scratch.kept_limit()
@@ -512,8 +528,8 @@ def explore_cmd(
             found = explore(
                 campaign,
                 budget=budget,
-                seed=settings.seed,
-                database_dir=examples_dir / scenario.name,
+                seed=shard_seed(settings.seed, shard_index),
+                database_dir=examples_redis or examples_dir / scenario.name,
                 max_steps=max_steps,
                 on_case=seen,
                 jobs=jobs,
@@ -533,6 +549,7 @@ def explore_cmd(
     rate = runs / elapsed if elapsed else 0.0
     reach = explore_coverage(found.tried, settings.system.boundaries)
     result.extra["explore"] = {
+        **({"shard": shard} if shard is not None else {}),
         "budget": budget,
         "schedules_run": runs,
         "schedules_per_second": round(rate, 2),

@@ -28,7 +28,7 @@ from typing import TypedDict
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
 from harness import _jobpipe
@@ -119,7 +119,7 @@ def explore(
     *,
     budget: int,
     seed: int,
-    database_dir: Path | None,
+    database_dir: Path | str | None,
     max_steps: int = 3,
     on_case: Callable[[CaseResult], None] | None = None,
     jobs: int = 1,
@@ -173,7 +173,7 @@ def _search(
     *,
     budget: int,
     seed: int,
-    database_dir: Path | None,
+    database_dir: Path | str | None,
     max_steps: int,
     on_case: Callable[[CaseResult], None] | None,
     between_cases: Callable[[], None] | None = None,
@@ -196,7 +196,7 @@ def _search(
             broken = [n for n, r in result.invariants.items() if r.status is Status.FAIL]
             raise AssertionError(f"{case.id}: {', '.join(broken)}")
 
-    database = DirectoryBasedExampleDatabase(str(database_dir)) if database_dir else None
+    database = example_database(database_dir)
     test = settings(
         max_examples=budget,
         database=database,
@@ -207,7 +207,14 @@ def _search(
         phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
         suppress_health_check=list(HealthCheck),
     )(given(schedule_strategy(boundaries, max_steps, reach))(check))
-    test = hypothesis_seed(seed)(test)
+    if database is None:
+        test = hypothesis_seed(seed)(test)
+    else:
+        # ``@seed`` also switches the example database off (Hypothesis's rule: a seeded run
+        # reproduces, it does not remember). Here the seed fixes what is drawn, and the
+        # database still gives back every failure saved before, tried first: what a
+        # sharded explore shares. Every case still replays exactly by its own id.
+        test._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
     # One example database key per system, so schedules found for one never replay on another.
     digest = hashlib.sha256(campaign.settings.system.name.encode()).digest()
     test._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]
@@ -229,6 +236,25 @@ def _search(
             outcome.minimal = None
     outcome.flaky = mark_flaky(outcome.tried, flaky)
     return outcome
+
+
+#: where a shared example database keeps its entries in Redis
+REDIS_KEY_PREFIX = b"crash-harness-examples:"
+
+
+def example_database(where: Path | str | None) -> ExampleDatabase | None:
+    """The example database at ``where``: a directory, or a ``redis://`` URL that every CI
+    job of a sharded explore shares (Hypothesis's ``RedisExampleDatabase``), so a failure
+    one job found is replayed first by every job that starts after it."""
+    if where is None:
+        return None
+    text = str(where)
+    if text.startswith(("redis://", "rediss://", "unix://")):
+        from hypothesis.extra.redis import RedisExampleDatabase
+        from redis import Redis
+
+        return RedisExampleDatabase(Redis.from_url(text), key_prefix=REDIS_KEY_PREFIX)
+    return DirectoryBasedExampleDatabase(text)
 
 
 def _replayed(tried: list[CaseResult], failing: list[CaseResult]) -> CaseSpec:
@@ -325,7 +351,7 @@ def _explore_jobs(
     *,
     budget: int,
     seed: int,
-    database_dir: Path | None,
+    database_dir: Path | str | None,
     max_steps: int,
     on_case: Callable[[CaseResult], None] | None,
     jobs: int,
@@ -407,7 +433,7 @@ def _job_search(
     *,
     budget: int,
     seed: int,
-    database_dir: Path | None,
+    database_dir: Path | str | None,
     max_steps: int,
     reach: Mapping[str, int],
 ) -> None:  # pragma: no cover - runs in a forked job
@@ -425,6 +451,13 @@ def _job_search(
         minimal=found.minimal, failures_seen=found.failures_seen, flaky=found.flaky
     )
     _jobpipe.send(out_fd, "done", done)
+
+
+def shard_seed(seed: int, index: int) -> int:
+    """The search seed of explore shard ``index``/n (1-based): the run's seed for the first,
+    one fixed by the run's seed and the index for every other. The workload, and so every
+    replay line, stays the run's own."""
+    return seed if index == 1 else _job_seed(seed, 1000 + index)
 
 
 def _job_seed(seed: int, job: int) -> int:
