@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
+from harness._faketime import forget as forget_faketime
 from harness._faketime import write_offset
 from harness.clock import SharedClock
 from harness.lifecycle import Lifecycle
@@ -159,6 +160,8 @@ class CaseContext:
                 worker, timeout_s=self.worker_deadline_s, trace_path=self.trace_path
             )
         self._expected_exit(outcome)
+        if self.base_config.fake_time_file is not None:
+            forget_faketime(outcome.pid)
         self.outcomes.append(outcome)
         self.settled = outcome.kind is OutcomeKind.COMPLETED or (
             outcome.kind is OutcomeKind.STOPPED and not self.gave_up

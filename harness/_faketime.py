@@ -10,7 +10,11 @@ harness did not start keeps real time (see docs/own-worker.md, "Time the harness
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 from harness.errors import BadInputError
@@ -44,6 +48,48 @@ def library() -> str:
     )
 
 
+def shim() -> str:
+    """The small preload that keeps monotonic sleeps working beside libfaketime
+    (``_faketime_shim.c``), built on first use into the user's cache with the C compiler
+    (``CC``, else ``cc``) and reused while its source is unchanged."""
+    source = Path(__file__).with_name("_faketime_shim.c")
+    code = source.read_bytes()
+    digest = hashlib.sha256(code).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crash-harness"
+    built = cache / f"faketime-shim-{digest}.so"
+    if built.is_file():
+        return str(built)
+    cache.mkdir(parents=True, exist_ok=True)
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise BadInputError(
+            "[worker] fake_time = true needs a C compiler to build its 25-line shim beside "
+            "libfaketime (harness/_faketime_shim.c): install gcc, or set CC"
+        )
+    tmp = built.with_name(f"{built.name}.{os.getpid()}.tmp")
+    done = subprocess.run(
+        [compiler, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(source), "-ldl"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BadInputError(
+            f"[worker] fake_time: building the libfaketime shim with {compiler} failed: "
+            f"{(done.stdout + done.stderr).strip()[-500:]}"
+        )
+    os.replace(tmp, built)  # two harnesses building at once both end with a whole file
+    return str(built)
+
+
+def forget(pid: int) -> None:
+    """Remove what libfaketime left in /dev/shm for a process tree whose first process was
+    ``pid``: it removes them itself on a normal exit, never on SIGKILL."""
+    for name in (f"sem.faketime_sem_{pid}", f"faketime_shm_{pid}"):
+        with contextlib.suppress(OSError):
+            os.unlink(f"/dev/shm/{name}")
+
+
 def write_offset(path: Path, seconds: float) -> None:
     """Set the fake clock to wall time plus ``seconds`` for every process reading ``path``.
 
@@ -57,14 +103,17 @@ def write_offset(path: Path, seconds: float) -> None:
 def environment(offset_file: str) -> dict[str, str]:
     """What a process needs in its environment to tell the time by ``offset_file``."""
     lib = library()
+    ours = f"{shim()}:{lib}"  # the shim first, so its clock_nanosleep wins
     preload = os.environ.get("LD_PRELOAD", "")
-    return {
-        "LD_PRELOAD": f"{lib}:{preload}" if preload else lib,
+    env = {
+        "LD_PRELOAD": f"{ours}:{preload}" if preload else ours,
         "FAKETIME_TIMESTAMP_FILE": offset_file,
         # read the file on every call: the harness moves the clock while the worker runs
         "FAKETIME_NO_CACHE": "1",
         # Python's timed lock waits take an absolute CLOCK_MONOTONIC deadline, which the
         # kernel measures on the real clock: a faked monotonic makes every Event.wait(1)
         # last as long as the offset (a redis-py pubsub thread join hung an RQ worker)
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         "DONT_FAKE_MONOTONIC": "1",
     }
+    return env
