@@ -575,7 +575,7 @@ def run_case(
         _db.drop_target(target)
     _confirm_steps(ctx, case, observation.effects)
     _explain_raises(ctx, observation.effects)
-    checks = _after_anomaly(run_all(observation), ctx.outcomes)
+    checks = _after_deadline(_after_anomaly(run_all(observation), ctx.outcomes), events)
     verdict = _verdict(checks, ctx.outcomes, ctx.steps, planned=len(case.steps))
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
@@ -771,6 +771,30 @@ def _after_anomaly(
                 Status.UNKNOWN,
                 f"{name} could not decide: the work was never finished ({why}); "
                 f"as judged: {check.summary}",
+                {**check.evidence, "undecided_because": why},
+            )
+    return out
+
+
+def _after_deadline(
+    checks: dict[str, CheckResult], events: list[TraceEvent]
+) -> dict[str, CheckResult]:
+    """Work the system still holds as pending at the settle deadline is late, not lost: by
+    its own account it is still there (a message stranded until a visibility timeout).
+    ``liveness`` fails for it; an invariant that needs the work finished is *unknown*."""
+    deadline = next((ev for ev in events if ev.event == "settle_deadline"), None)
+    if deadline is None:
+        return checks
+    probe = str((deadline.detail or {}).get("probe") or "").strip()
+    why = "still pending at the settle deadline" + (f" ({probe})" if probe else "")
+    out = dict(checks)
+    for name in _NEEDS_COMPLETION:
+        check = out.get(name)
+        if check is not None and check.status is Status.FAIL:
+            out[name] = CheckResult(
+                Status.UNKNOWN,
+                f"{name} could not decide: the work was {why}, not given up by the system;"
+                f" as judged: {check.summary}",
                 {**check.evidence, "undecided_because": why},
             )
     return out

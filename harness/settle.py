@@ -119,7 +119,10 @@ def _callable(ref: str) -> Callable[[WorkerConfig], Any] | None:
 def _call(ref: str, config: WorkerConfig, timeout_s: float, *, what: str) -> tuple[bool, str]:
     fn = _callable(ref)
     if fn is not None:
-        return _answer(ref, fn(config), what=what)
+        result = fn(config)
+        if what != "probe":  # a hook's return value is evidence, never a verdict
+            return result is not False, "" if result in (None, True, False) else str(result)
+        return _answer(ref, result, what=what)
     env = {**os.environ, **config.to_env()}
     argv = shlex.split(ref)
     if argv and argv[0] == "python":  # the harness's own interpreter, as for cmd: systems

@@ -32,6 +32,22 @@ def _redis_up() -> bool:
         return False
 
 
+def _have_libfaketime() -> bool:
+    from harness._faketime import library
+    from harness.errors import BadInputError
+
+    try:
+        library()
+    except BadInputError:
+        return False
+    return True
+
+
+needs_libfaketime = pytest.mark.skipif(
+    not _have_libfaketime(), reason="libfaketime is not installed (apt-get install faketime)"
+)
+
+
 pytest.importorskip("rq")
 pytestmark = [
     pytest.mark.skipif(not _redis_up(), reason="Redis is not running on 127.0.0.1:6379"),
@@ -82,6 +98,7 @@ def _rq_keys() -> set[bytes]:
     return set(Redis.from_url("redis://127.0.0.1:6379/0").scan_iter(match="rq:*deliveries-*"))
 
 
+@needs_libfaketime
 def test_defaults_lose_the_job_of_a_dead_worker_once_its_heartbeat_expires(tmp_path: Path) -> None:
     """Worker scope: the job stays "started" until RQ's heartbeat TTL (90 s) runs out, then
     RQ's own cleanup fails it for good. Under fake time the restart comes 120 s later by the
@@ -104,7 +121,7 @@ def test_defaults_lose_the_job_of_a_dead_worker_once_its_heartbeat_expires(tmp_p
     assert _rq_keys() <= before
 
 
-@pytest.mark.parametrize("scope", ["process", "worker"])
+@pytest.mark.parametrize("scope", ["process", pytest.param("worker", marks=needs_libfaketime)])
 def test_fixed_worker_holds_under_both_crash_scopes(tmp_path: Path, scope: str) -> None:
     code, report, output = _crash_harness(tmp_path, "sweep", str(SCENARIOS / f"fixed-{scope}.toml"))
     assert code == ExitStatus.PASSED, output

@@ -23,6 +23,22 @@ from harness.errors import ExitStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def _have_libfaketime() -> bool:
+    from harness._faketime import library
+    from harness.errors import BadInputError
+
+    try:
+        library()
+    except BadInputError:
+        return False
+    return True
+
+
+needs_libfaketime = pytest.mark.skipif(
+    not _have_libfaketime(), reason="libfaketime is not installed (apt-get install faketime)"
+)
+
 SCENARIO = """
 [scenario]
 name = "daemon-{mode}"
@@ -182,11 +198,7 @@ def test_an_exit_after_a_pool_child_crash_is_an_anomaly_unless_the_scenario_expe
         assert "normal by the scenario's exits_after_crash" in case["workers"][0]["note"]
 
 
-@pytest.mark.skipif(
-    not Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1").exists()
-    and not os.environ.get("CRASH_HARNESS_LIBFAKETIME"),
-    reason="libfaketime is not installed (apt-get install faketime)",
-)
+@needs_libfaketime
 def test_fake_time_moves_a_visibility_timeout_that_wall_time_would_make_us_wait_for(
     tmp_path: Path,
 ) -> None:
@@ -205,5 +217,10 @@ def test_fake_time_moves_a_visibility_timeout_that_wall_time_would_make_us_wait_
     )
     assert code == ExitStatus.VIOLATION, said
     case = report["cases"][0]
-    assert "liveness" in _failed(case), case["invariants"]
+    # late, not lost: the system still holds the job (its probe says so), so liveness fails
+    # and no_silent_loss, which needs the work finished, is left undecided
+    assert _failed(case) == {"liveness"}, case["invariants"]
+    loss = case["invariants"]["no_silent_loss"]
+    assert loss["status"] == "unknown", loss
+    assert "still pending at the settle deadline (undone=1)" in loss["summary"], loss
     assert any("still pending at the settle deadline" in n for n in case["notes"]), case["notes"]

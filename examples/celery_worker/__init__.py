@@ -1,0 +1,1 @@
+"""A delivery worker built on Celery with the Redis broker, certified through the command route."""
