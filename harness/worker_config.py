@@ -66,6 +66,16 @@ class WorkerConfig:
     def clock(self) -> SharedClock:
         return SharedClock(self.clock_path)
 
+    @property
+    def case_key(self) -> str:
+        """Twelve hex digits naming this case (its database), the same in every process of
+        every incarnation: a worker on a shared broker names its queue and keys with it, so
+        cases never share messages, and a teardown hook finds what the case left."""
+        import hashlib
+
+        where = f"{self.db.url}|{self.db.schema or ''}"
+        return hashlib.sha256(where.encode()).hexdigest()[:12]
+
     def credential_for(self, destination: str) -> Credential:
         """The credential to send to ``destination`` with: the narrowed one whose scope covers
         it; with none narrowed, the single credential. A destination no narrowed credential

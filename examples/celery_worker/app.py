@@ -17,7 +17,6 @@ after a restart gap would otherwise put back every other case's in-flight messag
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
@@ -38,24 +37,14 @@ app = Celery("deliveries", broker=REDIS_URL)  # no result backend: celery_sent s
 app.conf.broker_connection_retry_on_startup = True
 
 
-def case_id(config: WorkerConfig) -> str:
-    where = f"{config.db.url}|{config.db.schema or ''}"
-    return hashlib.sha256(where.encode()).hexdigest()[:12]
-
-
-def queue_name(config: WorkerConfig) -> str:
-    """One queue per case database: ``deliveries-<hash>``."""
-    return f"deliveries-{case_id(config)}"
-
-
 def key_prefix(config: WorkerConfig) -> str:
     """Kombu's ``global_keyprefix`` for the case: every key it writes starts with this."""
-    return f"celery-example:{case_id(config)}:"
+    return f"celery-example:{config.case_key}:"
 
 
 def configure(config: WorkerConfig, *, fixed: bool) -> str:
     """Point the app at this case's queue and keys; ``fixed`` adds three settings."""
-    queue = queue_name(config)
+    queue = f"deliveries-{config.case_key}"
     app.conf.update(
         task_default_queue=queue,
         broker_transport_options={"global_keyprefix": key_prefix(config)},

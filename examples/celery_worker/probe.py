@@ -1,29 +1,26 @@
-"""Settle probe: exit 0 when the broker holds nothing for this case (``python -m ...probe``).
+"""The settle probe and the teardown hook, read straight from Redis (``celery inspect``
+waits a second for replies). Every key of a case carries its Kombu prefix.
 
-Read from Redis directly (``celery inspect`` waits a second for replies): the case's queue
-list and Kombu's ``unacked`` hash (messages delivered to a worker and not yet acknowledged,
-whether running, prefetched or stranded by a dead worker). Both keys carry the case's
-prefix. Prints what is pending, which the report keeps as evidence."""
-
-import sys
+- ``pending``: the case's queue list and Kombu's ``unacked`` hash (messages delivered to a
+  worker and not yet acknowledged: running, prefetched, or stranded by a dead worker);
+- ``teardown``: delete every key under the prefix (the queue, ``unacked``,
+  ``unacked_index``, ``unacked_mutex`` and the ``_kombu.binding*`` keys).
+"""
 
 from redis import Redis
 
-from examples.celery_worker.app import REDIS_URL, key_prefix, queue_name
-from harness.worker_config import WorkerConfig
+from examples.celery_worker.app import REDIS_URL, key_prefix
+from harness import WorkerConfig
 
 
 def pending(config: WorkerConfig) -> dict[str, int]:
-    """What Kombu still holds for this case: messages waiting, and delivered but unacked."""
     prefix = key_prefix(config)
     with Redis.from_url(REDIS_URL) as redis:
-        return {
-            "queued": int(redis.llen(prefix + queue_name(config))),
-            "unacked": int(redis.hlen(prefix + "unacked")),
-        }
+        queued = redis.llen(f"{prefix}deliveries-{config.case_key}")
+        return {"queued": int(queued), "unacked": int(redis.hlen(prefix + "unacked"))}
 
 
-if __name__ == "__main__":
-    counts = pending(WorkerConfig.from_env())
-    print(" ".join(f"{k}={v}" for k, v in counts.items()))
-    sys.exit(1 if any(counts.values()) else 0)
+def teardown(config: WorkerConfig) -> None:
+    with Redis.from_url(REDIS_URL) as redis:
+        for key in redis.scan_iter(match=key_prefix(config) + "*", count=500):
+            redis.delete(key)

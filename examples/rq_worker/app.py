@@ -17,7 +17,6 @@ Each case gets its own queue name (derived from the case database), so cases nev
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
@@ -40,8 +39,7 @@ REDIS_URL = os.environ.get("RQ_EXAMPLE_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 def queue_name(config: WorkerConfig) -> str:
     """One queue per case database: ``deliveries-<hash>``."""
-    where = f"{config.db.url}|{config.db.schema or ''}"
-    return "deliveries-" + hashlib.sha256(where.encode()).hexdigest()[:12]
+    return f"deliveries-{config.case_key}"
 
 
 def connect() -> Redis:
