@@ -296,14 +296,14 @@ class CaseContext:
             event = self.supervisor.wait_event(
                 worker, timeout_s=budget_s or self.worker_deadline_s, quiet_ok=True
             )
-            # None is a timeout or the worker's end; its events pipe can close a moment
-            # before its pidfd says so, so "not ended yet" alone is no proof of silence
-            silent = (
-                event is None
-                and budget_s is not None
-                and time.monotonic() - waited_from >= budget_s
-                and not _ended(worker)
-            )
+            # None is a timeout, the worker's end, or its events pipe closing. The pipe can
+            # close a moment before the pidfd says the worker ended, or (a worker that closed
+            # it) long before: either way its watchdog can say nothing more, so the rest of
+            # the budget is waited out on the pidfd alone, never on the worker's deadline
+            silent = False
+            if event is None and budget_s is not None and not _ended(worker):
+                left = budget_s - (time.monotonic() - waited_from)
+                silent = left <= 0 or not _ends_within(worker, left)
             if silent:
                 self.record("liveness_undetected", target=worker.name, budget_s=budget_s)
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
