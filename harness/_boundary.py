@@ -9,8 +9,10 @@ Armed actions:
 
 - ``crash``: SIGKILL (a real signal: no handler or ``finally`` runs) either the whole worker
   (scope ``worker``, the default: every process of its tree, as a lost machine or an OOM-killed
-  container would) or only the process that reached the boundary (scope ``process``: a pool
-  child or work-horse dies and the rest of the worker sees it die);
+  container would), only the process that reached the boundary (scope ``process``: a pool
+  child or work-horse dies and the rest of the worker sees it die), or the worker's first
+  process alone (scope ``parent``: Celery's main process or RQ's worker above a work-horse
+  that holds the task and goes on, orphaned);
 - ``pause``: tell the harness "paused here" on the events pipe, then block until it answers
   on the control pipe (continue, crash or raise), so the harness can act in between without
   guessing with sleeps;
@@ -43,8 +45,10 @@ CONTROL_ENV = "CRASH_HARNESS_CONTROL"
 
 #: Actions a boundary can be armed with.
 ACTIONS = ("crash", "pause", "hang", "raise")
-#: What a crash kills: the whole worker (its process tree) or the process at the boundary.
-SCOPES = ("worker", "process")
+#: What a crash kills: the whole worker (its process tree), the process at the boundary, or
+#: the worker's first process alone while the one at the boundary (a child holding the task)
+#: lives on.
+SCOPES = ("worker", "process", "parent")
 
 
 class InjectedError(Exception):
@@ -200,7 +204,11 @@ class _Tracer:
             raise InjectedError(f"injected at boundary {name} hit {n}")
 
     def crash(self, scope: str) -> None:
-        """SIGKILL the whole worker, or only this process; never returns."""
+        """SIGKILL the whole worker, or only this process (neither returns), or the worker's
+        first process while this one, a child at work, goes on (``parent``: returns)."""
+        if scope == "parent" and self.tree is not None and self.tree.root != os.getpid():
+            os.kill(self.tree.root, signal.SIGKILL)
+            return
         if scope == "worker" and self.tree is not None:
             self.tree.kill()
         os.kill(os.getpid(), signal.SIGKILL)

@@ -183,10 +183,11 @@ def main() -> None:
 )
 @click.option(
     "--crash-scope",
-    type=click.Choice(["worker", "process"]),
+    type=click.Choice(["worker", "process", "parent"]),
     default="worker",
     show_default=True,
-    help="What a crash kills: every process of the worker, or only the one at the boundary.",
+    help="What a crash kills: every process of the worker, only the one at the boundary, or"
+    " the worker's first process while the child at the boundary goes on.",
 )
 @click.option(
     "--db",

@@ -47,6 +47,8 @@ from harness.errors import SupervisorError
 
 #: how long a hung worker gets to write its stack dump after SIGABRT before SIGKILL
 DUMP_GRACE_S = 5.0
+#: how long a child orphaned by a ``parent``-scope crash may go on before it is killed
+ORPHAN_GRACE_S = 10.0
 #: how much of a worker's stderr a report carries
 STDERR_TAIL_CHARS = 4000
 
@@ -533,9 +535,15 @@ class Supervisor:
             os.killpg(worker.pid, signal.SIGKILL)
 
     def _end_tree(self, worker: RunningWorker) -> int:
-        """After the worker's first process is reaped: kill what is left, drop its cgroup."""
+        """After the worker's first process is reaped: kill what is left, drop its cgroup.
+
+        A worker whose first process was killed under it (crash scope ``parent``) leaves a
+        child at work: its orphans get ``ORPHAN_GRACE_S`` to finish and exit on their own,
+        as they would on a machine where only the parent died."""
         if worker.tree is None:
             return 0
+        if any(a.scope == "parent" for a in worker.arms) and worker.tree.cgroup is not None:
+            worker.tree.wait_empty(ORPHAN_GRACE_S)
         remaining = worker.tree.members() - {worker.pid}
         left = {pid for pid in remaining if not _tree.dying(pid)}
         if remaining:

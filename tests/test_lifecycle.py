@@ -224,3 +224,20 @@ def test_fake_time_moves_a_visibility_timeout_that_wall_time_would_make_us_wait_
     assert loss["status"] == "unknown", loss
     assert "still pending at the settle deadline (undone=1)" in loss["summary"], loss
     assert any("still pending at the settle deadline" in n for n in case["notes"]), case["notes"]
+
+
+def test_a_parent_killed_under_a_child_at_work_leaves_the_child_to_finish(tmp_path: Path) -> None:
+    """``crash_scope = "parent"``: the pool child reaches the boundary and the worker's first
+    process dies under it. The orphan posts and records the job itself; the restarted worker
+    finds nothing left to do."""
+    code, report, said = _sweep(tmp_path, "pool", ["crash@job_started#1"], scope="parent")
+    assert code == ExitStatus.PASSED, said
+    (case,) = report["cases"]
+    assert case["verdict"] == "pass", said
+    first = case["workers"][0]
+    assert first["outcome"] == "crashed_as_planned", case["workers"]
+    assert first["stragglers"] == 0, first  # the orphan ended on its own, not killed
+    # the orphaned child went on past the crash point and delivered, so no later worker
+    # started the job again (a child killed with its parent would have left it to one)
+    assert case["boundaries_reached"] == {"job_started": 1, "after_provider_accept": 1}, case
+    assert (case["effects"]["intended"], case["effects"]["accepted"]) == (1, 1)
