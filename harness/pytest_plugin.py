@@ -170,6 +170,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TALLY_KEY] = _Tally()
 
 
+#: set by pytest-xdist in each of its workers: how many there are
+_XDIST_COUNT_ENV = "PYTEST_XDIST_WORKER_COUNT"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Under ``pytest -n N`` (pytest-xdist), a marked test becomes N items, ``[crash-shard-
+    iofN]``, each sweeping shard i/N of the campaign, so xdist spreads one campaign over its
+    workers. Each shard plans from its own dry run, as ``sweep --shard`` does, and the
+    shards' cases together are the serial run's."""
+    if metafunc.definition.get_closest_marker(MARKER) is None:
+        return
+    try:
+        count = int(os.environ.get(_XDIST_COUNT_ENV, "0"))
+    except ValueError:
+        return
+    if count < 2:
+        return
+    if "crash_shard" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("crash_shard")
+    metafunc.parametrize(
+        "crash_shard",
+        [f"{i}/{count}" for i in range(1, count + 1)],
+        indirect=True,
+        ids=[f"crash-shard-{i}of{count}" for i in range(1, count + 1)],
+    )
+
+
+@pytest.fixture
+def crash_shard(request: pytest.FixtureRequest) -> str | None:
+    """The ``i/n`` shard of a marked test's campaign under pytest-xdist (None: all of it)."""
+    shard: str | None = getattr(request, "param", None)
+    return shard
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # A marked test gets ``crash_campaign`` (and through it a tmp_path) without asking.
     for item in items:
@@ -320,7 +354,18 @@ class CrashCampaign:
         coverage = bool(kwargs.pop("coverage", True))
         depth = kwargs.pop("depth", None)
         _check_names(_as_list(hold), expect)
-        result = self._run(marker.args[0], mode="sweep", depth=depth, **kwargs)
+        callspec = getattr(self.request.node, "callspec", None)
+        shard = None if callspec is None else callspec.params.get("crash_shard")
+        result = self._run(
+            marker.args[0],
+            mode="sweep",
+            depth=depth,
+            shard=shard,
+            whole_campaign=expect is not None,
+            **kwargs,
+        )
+        if result.extra.get("pytest", {}).get("skipped_shard"):
+            pytest.skip(result.extra["pytest"]["skipped_shard"])
         if self.options.report_dir is not None:
             self.write_reports(result)
         self.check(result, hold=hold, expect_violation=expect, coverage=coverage)
@@ -371,6 +416,8 @@ class CrashCampaign:
         seed: int | None = None,
         db: str | None = None,
         jobs: int | None = None,
+        shard: str | None = None,
+        whole_campaign: bool = False,
         **overrides: Any,
     ) -> CampaignResult:
         from harness import _db, _overrides
@@ -449,15 +496,34 @@ class CrashCampaign:
             if chosen_mode != "sweep":
                 settings.cases = plan
                 validate_cases(system, plan)
+            split = None
+            if shard is not None:
+                index, count = (int(part) for part in shard.split("/"))
+                split = (index, count)
+                wants_violation = whole_campaign or (
+                    scenario is not None and scenario.violation is not None
+                )
+                if wants_violation:
+                    # "found somewhere" is a question about the whole campaign: one shard
+                    # runs all of it, the others say so
+                    if index != 1:
+                        return self._skipped_shard(
+                            settings, "an expected violation is judged by shard 1, whole"
+                        )
+                    split = None
             with Campaign(settings) as campaign:
                 result = CampaignResult(settings=settings, workdir=campaign.workdir)
                 if chosen_mode == "sweep":
                     depth = depth or (scenario.depth if scenario is not None else 1)
-                    found, cov = sweep(campaign, depth=depth, jobs=settings.jobs)
+                    found, cov = sweep(campaign, depth=depth, jobs=settings.jobs, shard=split)
                     result.cases.extend(found)
                     result.extra["sweep"] = cov.to_json()
-                    reached = {b for b, _ in cov.expected}
-                    unreached = [b for b in system.boundaries if b not in reached]
+                    # the documented boundaries the dry run never reached (a shard's own
+                    # pairs are a slice: the rest are another shard's to cover)
+                    unreached = list(cov.unreached)
+                    if split is not None:
+                        settings.cases = [r.spec for r in found]
+                        result.extra["shard"] = {"spec": shard}
                 else:
                     result.cases.extend(run_cases(campaign, plan, jobs=settings.jobs))
                     if chosen_mode == "certify":
@@ -478,6 +544,13 @@ class CrashCampaign:
         tally.campaigns += 1
         tally.cases += len(result.cases)
         tally.failed_cases += sum(1 for c in result.cases if c.verdict.value == "fail")
+        return result
+
+    def _skipped_shard(self, settings: Any, why: str) -> CampaignResult:
+        from harness.campaign import CampaignResult
+
+        result = CampaignResult(settings=settings)
+        result.extra["pytest"] = {"skipped_shard": f"crash-harness: {why}"}
         return result
 
 
