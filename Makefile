@@ -26,7 +26,7 @@ soak: $(STAMP)
 
 # The bad-input fuzzers at full size: mutated scenario files and command lines, each must
 # load or be refused in one line, never a traceback (CI runs 150 of each); and 100 mutated
-# files that load, each run for real, within a bound (CI runs 6).
+# files that load, each run for real, within a bound (CI runs 3).
 fuzz: $(STAMP)
 	CRASH_HARNESS_FUZZ_EXAMPLES=$${CRASH_HARNESS_FUZZ_EXAMPLES:-3000} \
 	CRASH_HARNESS_RUN_FUZZ_EXAMPLES=$${CRASH_HARNESS_RUN_FUZZ_EXAMPLES:-100} \

@@ -67,7 +67,9 @@ def test_fixed_asyncio_worker_certifies_at_every_boundary(tmp_path: Path) -> Non
     assert crashed == set(resolve(FIXED).boundaries)
 
 
-@pytest.mark.parametrize(("system", "status"), [(BUGGY, 1), (FIXED, 0)])
+# The buggy system's same command line is run, and its output checked, as a doc block
+# (examples/asyncio_worker/README.md, tests/test_doc_commands.py): only the fixed one here.
+@pytest.mark.parametrize(("system", "status"), [(FIXED, 0)])
 def test_examples_run_through_the_import_path_route(
     system: str, status: int, tmp_path: Path
 ) -> None:

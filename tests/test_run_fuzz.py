@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: a run of one case that takes longer than this is spinning, whatever its file says
 LIMIT_S = 120.0
 #: CI's bounded sample; ``make fuzz`` sets more
-EXAMPLES = int(os.environ.get("CRASH_HARNESS_RUN_FUZZ_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("CRASH_HARNESS_RUN_FUZZ_EXAMPLES", "3"))
 SEEN: Counter[str] = Counter()
 SLOWEST: list[float] = [0.0]
 
