@@ -93,6 +93,10 @@ def report_command(
             raise BadInputError("give --out (one file) or --report-dir (every format), not both")
         if out_path is not None and out_path != STDOUT and fmt is None:
             fmt = _format_of(out_path)
+        if report_dir is not None:
+            from harness._cli_values import report_dir as checked_report_dir
+
+            checked_report_dir(report_dir)  # a folder we may write in, before anything is read
         data = reports.load_report(report_path)
         if fmt is not None and (out_path == STDOUT or _to_stdout(fmt, out_path, report_dir)):
             click.echo(reports.RENDERERS[fmt](data), nl=False)
@@ -106,10 +110,14 @@ def report_command(
         chosen = [fmt] if fmt is not None else list(DEFAULT_SET)
         if fmt is None and where.absolute() != report_path.parent.absolute():
             chosen.append("json")  # a directory of its own holds the whole report
+        where.mkdir(parents=True, exist_ok=True)
         for name in chosen:
             path = where / (report_path.stem + SUFFIXES[name])
             reports.write_atomic(path, reports.RENDERERS[name](data))
             click.echo(f"{name}: {path}")
+    except OSError as exc:  # a folder or file we may not write: the user's to fix, one line
+        click.echo(f"error: cannot write {exc.filename or 'the report'}: {exc.strerror}", err=True)
+        sys.exit(ExitStatus.BAD_INPUT)
     except BadInputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.BAD_INPUT)

@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from harness.errors import BadInputError
@@ -56,10 +57,14 @@ def shim() -> str:
     code = source.read_bytes()
     digest = hashlib.sha256(code).hexdigest()[:12]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crash-harness"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: the system's temporary directory, per user
+        cache = Path(tempfile.gettempdir()) / f"crash-harness-cache-{os.getuid()}"
+        cache.mkdir(mode=0o700, exist_ok=True)
     built = cache / f"faketime-shim-{digest}.so"
     if built.is_file():
         return str(built)
-    cache.mkdir(parents=True, exist_ok=True)
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise BadInputError(

@@ -492,6 +492,7 @@ def run_case(
         grants = credentials or (credentials_mod.Credential("worker", secret, ("*",)),)
         fake_time_file = None
         if settings.lifecycle.fake_time:
+            _faketime.environment("")  # finds libfaketime and builds the shim here, not in a worker
             fake_time_file = case_dir / _faketime.OFFSET_FILE
             _faketime.write_offset(fake_time_file, 0.0)
         base_config = WorkerConfig(

@@ -84,3 +84,16 @@ def test_out_and_report_dir_together_are_refused(saved: Path, tmp_path: Path) ->
     )
     assert result.exit_code == 2
     assert "not both" in result.output
+
+
+@pytest.mark.parametrize(
+    "where",
+    [["--format", "md", "--report-dir", "/proc/nope"], ["--format", "md", "--out", "/proc/x/r.md"]],
+)
+def test_an_unwritable_destination_is_one_line_and_exit_2(saved: Path, where: list[str]) -> None:
+    """Found by the command-line fuzzer: an unwritable --report-dir was a traceback."""
+    result = CliRunner().invoke(main, ["report", str(saved), *where])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "error:" in result.output
+    assert "/proc" in result.output

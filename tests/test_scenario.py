@@ -69,7 +69,8 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("[scenario]\nname = 'x'\n", r"mine.toml:1: \[scenario\] missing key 'system'"),
         (
             '[scenario]\nsystem = "reference"\n[cases]\ncrash_scope = "tree"\n',
-            r"mine.toml:4: \[cases.crash_scope\] expected one of worker, process, got 'tree'",
+            r"mine.toml:4: \[cases.crash_scope\] expected one of worker, process, parent,"
+            r" got 'tree'",
         ),
         (
             '[scenario]\nsystem = "reference"\n[settle]\ndeadline_s = 5\n',
@@ -218,7 +219,7 @@ def test_a_cmd_scenario_declares_its_boundaries_and_tables(tmp_path: Path) -> No
         'boundaries = ["after_enqueue", "job_started"]\n'
         'prepare = "examples.rq_worker.app:prepare"\n'
         '[cases]\ncrash_scope = "process"\n'
-        '[settle]\nprobe = "python -m examples.rq_worker.probe"\ndeadline_s = 4\n',
+        '[settle]\nprobe = "examples.rq_worker.app:pending"\ndeadline_s = 4\n',
     )
     sc = scenario_mod.load(path)
     system = sc.build_system()
