@@ -214,13 +214,19 @@ class CaseContext:
                     worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
                 )
             now = time.monotonic()
-            activity = self._activity()
+            effects = self.provider.admin.effects()
+            activity = (_size(self.trace_path), len(effects))  # a boundary hit, a request
             if activity != last:
                 last, quiet_since = activity, now
             done, output = settle.settled(config)
             rounds += 1
             if done:
-                delivered = self._all_intended_accepted()
+                accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
+                delivered = all(
+                    (run, dest) in accepted
+                    for run, dests in self.intended.items()
+                    for dest in dests
+                )
                 if delivered or now - quiet_since >= settle.quiet_s:
                     by = (
                         "the provider accepted every intended delivery"
@@ -254,21 +260,6 @@ class CaseContext:
             grace_s=self.lifecycle.stop_grace_s,
             trace_path=self.trace_path,
             reason=reason,
-        )
-
-    def _activity(self) -> tuple[int, int]:
-        """Something that changes whenever the system does anything the harness can see: a
-        boundary hit (the trace grows) or a request to the provider."""
-        try:
-            size = self.trace_path.stat().st_size
-        except FileNotFoundError:
-            size = 0
-        return size, len(self.provider.admin.effects())
-
-    def _all_intended_accepted(self) -> bool:
-        accepted = {(e.run_id, e.destination) for e in self.provider.admin.effects() if e.accepted}
-        return all(
-            (run, dest) in accepted for run, dests in self.intended.items() for dest in dests
         )
 
     def watch(
@@ -534,16 +525,18 @@ def _replace(config: WorkerConfig, **changes: Any) -> WorkerConfig:
 
 
 def _ended(worker: RunningWorker) -> bool:
+    # a zombie (exited, not yet reaped) still answers kill(0): its pidfd says it ended
     try:
-        os.kill(worker.pid, 0)
-    except ProcessLookupError:
+        return _ends_within(worker, 0)
+    except ProcessLookupError:  # reaped already
         return True
-    # a zombie (exited, not yet reaped) still answers kill(0); ask the pidfd instead
-    fd = os.pidfd_open(worker.pid)
+
+
+def _size(path: Path) -> int:
     try:
-        return bool(wait_readable([fd], 0))
-    finally:
-        os.close(fd)
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _ends_within(worker: RunningWorker, seconds: float) -> bool:

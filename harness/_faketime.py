@@ -110,7 +110,7 @@ def environment(offset_file: str) -> dict[str, str]:
     lib = library()
     ours = f"{shim()}:{lib}"  # the shim first, so its clock_nanosleep wins
     preload = os.environ.get("LD_PRELOAD", "")
-    env = {
+    return {
         "LD_PRELOAD": f"{ours}:{preload}" if preload else ours,
         "FAKETIME_TIMESTAMP_FILE": offset_file,
         # read the file on every call: the harness moves the clock while the worker runs
@@ -119,6 +119,4 @@ def environment(offset_file: str) -> dict[str, str]:
         # kernel measures on the real clock: a faked monotonic makes every Event.wait(1)
         # last as long as the offset (a redis-py pubsub thread join hung an RQ worker)
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        "DONT_FAKE_MONOTONIC": "1",
     }
-    return env

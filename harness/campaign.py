@@ -492,7 +492,8 @@ def run_case(
         grants = credentials or (credentials_mod.Credential("worker", secret, ("*",)),)
         fake_time_file = None
         if settings.lifecycle.fake_time:
-            _faketime.environment("")  # finds libfaketime and builds the shim here, not in a worker
+            _faketime.library()  # found, and the shim built, here: never inside a worker
+            _faketime.shim()
             fake_time_file = case_dir / _faketime.OFFSET_FILE
             _faketime.write_offset(fake_time_file, 0.0)
         base_config = WorkerConfig(
@@ -764,17 +765,7 @@ def _after_anomaly(
     if not dead:
         return checks
     why = ", ".join(f"{o.worker} {o.kind.value}" for o in dead)
-    out = dict(checks)
-    for name in _NEEDS_COMPLETION:
-        check = out.get(name)
-        if check is not None and check.status is Status.FAIL:
-            out[name] = CheckResult(
-                Status.UNKNOWN,
-                f"{name} could not decide: the work was never finished ({why}); "
-                f"as judged: {check.summary}",
-                {**check.evidence, "undecided_because": why},
-            )
-    return out
+    return _undecided(checks, why, f"the work was never finished ({why})")
 
 
 def _after_deadline(
@@ -788,14 +779,19 @@ def _after_deadline(
         return checks
     probe = str((deadline.detail or {}).get("probe") or "").strip()
     why = "still pending at the settle deadline" + (f" ({probe})" if probe else "")
+    return _undecided(checks, why, f"the work was {why}, not given up by the system")
+
+
+def _undecided(checks: dict[str, CheckResult], why: str, said: str) -> dict[str, CheckResult]:
+    """Every failed invariant that needs the work finished, turned *unknown* because of
+    ``why`` (kept in its evidence), its own judgement kept in the summary."""
     out = dict(checks)
     for name in _NEEDS_COMPLETION:
         check = out.get(name)
         if check is not None and check.status is Status.FAIL:
             out[name] = CheckResult(
                 Status.UNKNOWN,
-                f"{name} could not decide: the work was {why}, not given up by the system;"
-                f" as judged: {check.summary}",
+                f"{name} could not decide: {said}; as judged: {check.summary}",
                 {**check.evidence, "undecided_because": why},
             )
     return out

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
-from typing import Any
 
 from harness.errors import BadInputError
 
@@ -57,17 +56,3 @@ class Lifecycle:
     @property
     def signum(self) -> signal.Signals:
         return signal.Signals[self.stop_signal]
-
-    @property
-    def is_default(self) -> bool:
-        return self == Lifecycle()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "daemon": self.daemon,
-            "stop_signal": self.stop_signal,
-            "stop_grace_s": self.stop_grace_s,
-            "exits_after_crash": list(self.exits_after_crash),
-            "fake_time": self.fake_time,
-            "restart_gap_s": self.restart_gap_s,
-        }

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,39 +20,16 @@ from typing import Any
 import pytest
 
 from harness.errors import ExitStatus
+from tests._services import needs_libfaketime, needs_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "examples" / "celery_worker"
 REDIS_URL = "redis://127.0.0.1:6379/5"
 
 
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _have_libfaketime() -> bool:
-    from harness._faketime import library
-    from harness.errors import BadInputError
-
-    try:
-        library()
-    except BadInputError:
-        return False
-    return True
-
-
-needs_libfaketime = pytest.mark.skipif(
-    not _have_libfaketime(), reason="libfaketime is not installed (apt-get install faketime)"
-)
-
-
 pytest.importorskip("celery")
 pytestmark = [
-    pytest.mark.skipif(not _redis_up(), reason="Redis is not running on 127.0.0.1:6379"),
+    needs_redis,
     pytest.mark.timeout(400),
     needs_libfaketime,  # every scenario loads with fake_time or beside one that does
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,38 +18,15 @@ from typing import Any
 import pytest
 
 from harness.errors import ExitStatus
+from tests._services import needs_libfaketime, needs_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "examples" / "rq_worker"
 
 
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _have_libfaketime() -> bool:
-    from harness._faketime import library
-    from harness.errors import BadInputError
-
-    try:
-        library()
-    except BadInputError:
-        return False
-    return True
-
-
-needs_libfaketime = pytest.mark.skipif(
-    not _have_libfaketime(), reason="libfaketime is not installed (apt-get install faketime)"
-)
-
-
 pytest.importorskip("rq")
 pytestmark = [
-    pytest.mark.skipif(not _redis_up(), reason="Redis is not running on 127.0.0.1:6379"),
+    needs_redis,
     pytest.mark.timeout(300),
 ]
 

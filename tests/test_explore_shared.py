@@ -7,7 +7,6 @@ both, and these tests go red if either is lost.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,23 +16,16 @@ from harness.campaign import Campaign, CampaignSettings
 from harness.cli import main
 from harness.explore import explore, shard_seed
 from harness.systems import resolve
+from tests._services import redis_up
 
 #: a Redis database these tests may empty (CI's Redis is the machine's own)
 REDIS_URL = "redis://127.0.0.1:6379/11"
 
 
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def _where(kind: str, tmp_path: Path) -> str:
     if kind == "directory":
         return str(tmp_path / "examples")
-    if not _redis_up():
+    if not redis_up():
         pytest.skip("Redis is not running on 127.0.0.1:6379")
     from redis import Redis
 

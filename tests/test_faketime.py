@@ -17,16 +17,7 @@ import pytest
 
 from harness import _faketime
 from harness.errors import BadInputError
-
-try:
-    _faketime.library()
-    HAVE_LIBFAKETIME = True
-except BadInputError:
-    HAVE_LIBFAKETIME = False
-
-needs_libfaketime = pytest.mark.skipif(
-    not HAVE_LIBFAKETIME, reason="libfaketime is not installed (apt-get install faketime)"
-)
+from tests._services import needs_libfaketime
 
 #: answers one line per line read on stdin: its clocks, and how long a 0.2 s wait and a
 #: 0.1 s sleep took (a sleep failed with EINVAL beside libfaketime without the shim)

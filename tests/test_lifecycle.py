@@ -17,27 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from harness.errors import ExitStatus
+from tests._services import needs_libfaketime
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def _have_libfaketime() -> bool:
-    from harness._faketime import library
-    from harness.errors import BadInputError
-
-    try:
-        library()
-    except BadInputError:
-        return False
-    return True
-
-
-needs_libfaketime = pytest.mark.skipif(
-    not _have_libfaketime(), reason="libfaketime is not installed (apt-get install faketime)"
-)
 
 SCENARIO = """
 [scenario]

@@ -15,7 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from harness.errors import BadInputError, ExitStatus, HarnessError
-from harness.reports._contract import SCHEMA, ReportError, assemble, first_step_id, validate
+from harness.reports._contract import (
+    SCHEMA,
+    ReportError,
+    assemble,
+    first_step_id,
+    order_cases,
+    validate,
+)
 
 #: fields every shard of one campaign must agree on, as (field, what it is)
 _SAME = (
@@ -88,12 +95,7 @@ def merge_reports(
     # they join the plan after it, grouped under their first crash, as the unsharded sweep
     # runs them
     planned = set(plan)
-    rank = {case_id: k for k, case_id in enumerate(plan)}
-    derived = sorted(
-        (c["id"] for c in cases if c["id"] not in planned),
-        key=lambda case_id: rank.get(first_step_id(case_id), len(plan)),
-    )
-    plan += derived
+    plan += [c["id"] for c in order_cases([c for c in cases if c["id"] not in planned], plan)]
     done = {c["id"] for c in cases}
     data = assemble(
         settings=_settings_of(first),

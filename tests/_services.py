@@ -1,0 +1,33 @@
+"""What a test needs from the machine: a Redis on loopback, libfaketime. Each is a skip
+marker naming what to install, so a missing service is a skip that says so, never a pass."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+
+def redis_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _have_libfaketime() -> bool:
+    from harness._faketime import library
+    from harness.errors import BadInputError
+
+    try:
+        library()
+    except BadInputError:
+        return False
+    return True
+
+
+needs_redis = pytest.mark.skipif(not redis_up(), reason="Redis is not running on 127.0.0.1:6379")
+needs_libfaketime = pytest.mark.skipif(
+    not _have_libfaketime(), reason="libfaketime is not installed (apt-get install faketime)"
+)
