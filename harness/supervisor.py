@@ -96,6 +96,12 @@ class WorkerOutcome:
     note: str | None = None
 
     @property
+    def ended_normally(self) -> bool:
+        """It finished (a worker that ends when its work is done), or the harness stopped it
+        (a daemon): either way, any armed hit it never reached is not coming."""
+        return self.kind in (OutcomeKind.COMPLETED, OutcomeKind.STOPPED)
+
+    @property
     def outcome_is_anomaly(self) -> bool:
         return self.kind in (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
 

@@ -225,3 +225,16 @@ def test_a_parent_killed_under_a_child_at_work_leaves_the_child_to_finish(tmp_pa
     # started the job again (a child killed with its parent would have left it to one)
     assert case["boundaries_reached"] == {"job_started": 1, "after_provider_accept": 1}, case
     assert (case["effects"]["intended"], case["effects"]["accepted"]) == (1, 1)
+
+
+def test_a_daemon_crash_whose_hit_never_comes_is_a_gap_that_says_so(tmp_path: Path) -> None:
+    """One delivery, so ``job_started#2`` never comes: the daemon settles and is stopped
+    with its arm unused. That is a planned crash that did not happen: never a pass."""
+    code, report, said = _sweep(tmp_path, "correct", ["crash@job_started#2"])
+    assert code == ExitStatus.VIOLATION, said  # a coverage gap fails the run
+    (case,) = report["cases"]
+    assert case["verdict"] == "gap", said
+    assert case["crash_fired"] is False
+    (landing,) = case["landings"]
+    assert landing["landing"] == "not_reached", landing
+    assert "reached job_started 1 time(s)" in landing["detail"], landing

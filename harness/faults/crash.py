@@ -23,7 +23,7 @@ def run(ctx: CaseContext, step: Step) -> None:
         ctx.landed(
             step, f"{worker.name} {how} at {boundary}#{hit} (pid {crash.pid})", worker=worker
         )
-    elif outcome.kind is OutcomeKind.COMPLETED:
+    elif outcome.ended_normally:
         not_reached(ctx, step, worker)
 
 

@@ -40,7 +40,6 @@ from harness.faults._args import ArgError
 from harness.faults._spec import FaultSpec, not_reached, place
 from harness.reference.schema import Execution, RosterEntry, RunDestination
 from harness.schedule import Step
-from harness.supervisor import OutcomeKind
 
 #: every ``:ARG`` roster_change takes (None: the default, drop one and add one)
 VARIANTS: tuple[str | None, ...] = (
@@ -206,7 +205,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     worker = ctx.spawn([Arm(boundary, hit)])
     outcome = ctx.wait(worker)
     if ctx.crash_event(worker, step) is None:
-        if outcome.kind is OutcomeKind.COMPLETED:
+        if outcome.ended_normally:
             not_reached(ctx, step, worker)
         return
     change = ctx.with_engine(lambda e: change_roster(e, list(ctx.workload.roster), variant))
