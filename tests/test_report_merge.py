@@ -185,17 +185,17 @@ def test_a_report_that_is_not_a_shard_is_refused(runs: Path, tmp_path: Path) -> 
     assert f"{FIXTURE}: field 'shard' is missing" in result.output
 
 
-def test_a_sharded_sweep_merges_into_the_unsharded_sweep(tmp_path: Path) -> None:
-    """Each shard dry-runs to plan, keeps its slice, and counts its own pairs; the merge has
-    the unsharded sweep's cases in order and its coverage (a missing shard's pairs missing)."""
+def _sweep_whole_and_in_two(where: Path, scenario: str, *whole: str) -> None:
+    """``sweep SCENARIO`` into full/, and as shards 1/2 and 2/2 into s1/ and s2/, at once
+    (each has its own provider); every one must exit 0."""
     procs = {
-        "full": _start("sweep", "reference-sweep", "--report-dir", "full", cwd=tmp_path),
+        "full": _start("sweep", scenario, "--report-dir", "full", *whole, cwd=where),
         **{
             f"s{i}": _start(
                 "sweep",
-                "reference-sweep",
+                scenario,
                 *("--shard", f"{i}/2", "--report-dir", f"s{i}", "--determinism", "0"),
-                cwd=tmp_path,
+                cwd=where,
             )
             for i in (1, 2)
         },
@@ -203,6 +203,12 @@ def test_a_sharded_sweep_merges_into_the_unsharded_sweep(tmp_path: Path) -> None
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, f"{name}: {out}\n{err}"
+
+
+def test_a_sharded_sweep_merges_into_the_unsharded_sweep(tmp_path: Path) -> None:
+    """Each shard dry-runs to plan, keeps its slice, and counts its own pairs; the merge has
+    the unsharded sweep's cases in order and its coverage (a missing shard's pairs missing)."""
+    _sweep_whole_and_in_two(tmp_path, "reference-sweep")
     full = _load(tmp_path / "full" / "report.json")
     shard2 = _load(tmp_path / "s2" / "report.json")
     assert shard2["shard"]["plan"] == _ids(full)
@@ -259,23 +265,7 @@ def test_a_depth_two_sweep_sharded_merges_into_the_unsharded_one(tmp_path: Path)
     """Each shard plans its second crashes from its own first ones; merged, the shards are
     the unsharded depth-2 sweep: the same cases in the same order, the same coverage."""
     (tmp_path / "d2.toml").write_text(DEPTH_TWO)
-    procs = {
-        "full": _start(
-            "sweep", "d2.toml", "--report-dir", "full", "--determinism", "0", cwd=tmp_path
-        ),
-        **{
-            f"s{i}": _start(
-                "sweep",
-                "d2.toml",
-                *("--shard", f"{i}/2", "--report-dir", f"s{i}", "--determinism", "0"),
-                cwd=tmp_path,
-            )
-            for i in (1, 2)
-        },
-    }
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{name}: {out}\n{err}"
+    _sweep_whole_and_in_two(tmp_path, "d2.toml", "--determinism", "0")
     full = _load(tmp_path / "full" / "report.json")
     seconds = [i for i in _ids(full) if "+" in i]
     assert len(seconds) == 4, _ids(full)
