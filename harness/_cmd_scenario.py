@@ -207,9 +207,10 @@ def _execute(
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep, set_words=set_words)
         mode = mode or scenario.mode
         progress.label = mode
+        kind = "postgresql" if (settings.db_url or "").startswith("postgresql") else "sqlite"
         click.echo(
             f"{mode} {scenario.name} · system {settings.system.name} · seed {settings.seed}"
-            f" · db {'postgresql' if settings.db_url else 'sqlite'}"
+            f" · db {kind}"
         )
         cases: list[CaseSpec]
         if only:

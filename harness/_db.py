@@ -14,6 +14,7 @@ copied from a template made once per campaign (``prepare_target``), not rebuilt 
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import re
@@ -227,8 +228,101 @@ def check_reachable(url: str) -> None:
         engine.dispose()
 
 
-def new_target(base_url: str | None, *, workdir: Path, case_slug: str) -> DatabaseTarget:
-    """A fresh, empty ledger for one case."""
+#: how many runs may share one ``--db`` SQLite file at once (each under a name of its own)
+MAX_SQLITE_RUNS = 64
+
+
+@dataclass
+class SqliteClaim:
+    """A run's hold on the names its SQLite case ledgers get: ``<stem>-<case>.sqlite``.
+
+    A case deletes its ledger file (and ``-wal``/``-shm``) before it starts, so two runs given
+    the same ``--db`` file would delete each other's ledgers mid-case. Each run therefore
+    holds an exclusive ``flock`` on ``<stem>.lock`` for as long as it (or a worker it forked)
+    lives: the first run names its ledgers after the given file, a run that finds that name
+    held takes ``<name>.run2``, ``.run3``... The lock file says who holds it (``_owner``);
+    it is never deleted (unlinking a lock file races with the next run opening it)."""
+
+    given: Path
+    stem: Path
+    fd: int
+    #: who held the given file's name when this run had to take another (``Owner.tag``)
+    other: str | None = None
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def note(self) -> str | None:
+        """One line for the console when this run's ledgers are not named after the file."""
+        if self.other is None:
+            return None
+        return (
+            f"note: --db {self.given} is in use by another run ({self.other});"
+            f" this run's ledgers are {ledger_path(self.stem, '<case>')}"
+        )
+
+
+def ledger_path(stem: Path, case_slug: str) -> Path:
+    """Where a case's SQLite ledger goes, for the ``--db`` file (or claimed stem) ``stem``."""
+    return stem.with_name(f"{stem.stem}-{case_slug}{stem.suffix or '.sqlite'}")
+
+
+def claim_sqlite(url: str) -> SqliteClaim:
+    """Take the first ledger name for the SQLite ``--db`` ``url`` that no live run holds."""
+    given = make_url(url).database
+    if not given:
+        raise BadInputError("--db: a sqlite URL needs a file path (sqlite:///path)")
+    path = Path(given)
+    first_holder: str | None = None
+    for n in range(1, MAX_SQLITE_RUNS + 1):
+        stem = path if n == 1 else path.with_name(f"{path.stem}.run{n}{path.suffix or '.sqlite'}")
+        lock = stem.with_name(f"{stem.name}.lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise BadInputError(f"--db: cannot make the lock file {lock}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if first_holder is None:
+                first_holder = _holder(fd)
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (_owner.me().tag() + "\n").encode(), 0)
+        return SqliteClaim(given=path, stem=stem, fd=fd, other=first_holder)
+    raise BadInputError(
+        f"--db: {path} is in use by {MAX_SQLITE_RUNS} runs at once ({first_holder});"
+        " give this run another file"
+    )
+
+
+def _holder(fd: int) -> str:
+    """Who holds a ledger lock, in words: "pid 123, started 2026-12-04 07:10:02"."""
+    import time
+
+    try:
+        owner = _owner.parse(os.pread(fd, 512, 0).decode(errors="replace"))
+    except OSError:
+        owner = None
+    if owner is None:
+        return "a run that has not said who it is yet"
+    started = _owner.started_at(owner)
+    when = (
+        ""
+        if started is None
+        else time.strftime(", started %Y-%m-%d %H:%M:%S", time.localtime(started))
+    )
+    return f"pid {owner.pid}{when} on {owner.host}"
+
+
+def new_target(
+    base_url: str | None, *, workdir: Path, case_slug: str, stem: Path | None = None
+) -> DatabaseTarget:
+    """A fresh, empty ledger for one case (with a ``--db`` SQLite file: named after ``stem``,
+    the run's ``SqliteClaim``, or else after the file itself)."""
     if base_url is None or base_url.startswith("sqlite"):
         if base_url is None:
             path = workdir / f"{case_slug}.sqlite"
@@ -236,8 +330,7 @@ def new_target(base_url: str | None, *, workdir: Path, case_slug: str) -> Databa
             given = make_url(base_url).database
             if not given:
                 raise BadInputError("--db: a sqlite URL needs a file path (sqlite:///path)")
-            stem = Path(given)
-            path = stem.with_name(f"{stem.stem}-{case_slug}{stem.suffix or '.sqlite'}")
+            path = ledger_path(stem or Path(given), case_slug)
         url = f"sqlite:///{path}"
         _forget_engine(url, None)  # a rerun of the same case starts from a new file
         path.unlink(missing_ok=True)

@@ -67,6 +67,18 @@ def parse(tag: str) -> Owner | None:
     return Owner(int(m["pid"]), int(m["start"]), m["boot"], m["host"])
 
 
+def started_at(owner: Owner) -> float | None:
+    """When the owner's process started (POSIX seconds), if it ran on this host since boot."""
+    if owner.host != _host() or owner.boot != _boot_id():
+        return None
+    try:
+        with open("/proc/stat") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return btime + owner.start / os.sysconf("SC_CLK_TCK")
+
+
 def is_gone(owner: Owner) -> bool:
     """True only when provably dead: on this host, made before its last boot or by a pid that
     no longer runs with that start time. A run on another host (sharing the database) cannot

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import shlex
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -85,6 +86,9 @@ class CaseResult:
     runs: list[CaseResult] = field(default_factory=list)
     #: what became of each planned step (landed, not reached, ...), in order
     step_records: list[StepRecord] = field(default_factory=list)
+    #: the case's SQLite ledger file when ``--db`` named one (another run may share it, so
+    #: this run's ledgers can carry a name of their own: ``_db.SqliteClaim``)
+    ledger: str | None = None
 
     @property
     def all_landed(self) -> bool:
@@ -115,6 +119,7 @@ class CaseResult:
             "notes": self.notes,
             "duration_s": round(self.duration_s, 3),
             **({"runs": [r.run_json() for r in self.runs]} if self.runs else {}),
+            **({"ledger": self.ledger} if self.ledger else {}),
         }
 
     def run_json(self) -> dict[str, Any]:
@@ -170,6 +175,10 @@ class CampaignSettings:
     credentials: str = "shared"
     #: how a third-party worker lives and tells time: daemon, stop signal, fake time, ...
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: with a ``--db`` SQLite file: the name this run's case ledgers are made from, held by
+    #: the campaign (``_db.claim_sqlite``) so a run sharing the file never touches them;
+    #: set by ``Campaign``, inherited by its parallel jobs
+    sqlite_stem: Path | None = None
 
 
 @dataclass
@@ -305,6 +314,7 @@ class Campaign:
         if self.settings.db_url is not None and self.settings.db_url.startswith("postgresql"):
             _db.sweep_stale_schemas(self.settings.db_url)
         try:
+            self._claim_sqlite()
             preset = self.settings.provider_preset
             if self.settings.provider_window_s is not None and not adapters.takes_window(preset):
                 raise BadInputError(f"preset {preset!r} has no dedupe window (window_s)")
@@ -329,6 +339,20 @@ class Campaign:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def _claim_sqlite(self) -> None:
+        """Hold this run's ledger names on a ``--db`` SQLite file for the campaign's life
+        (a parallel job inherits its parent's, and the lock with it)."""
+        url = self.settings.db_url
+        if url is None or not url.startswith("sqlite") or self.settings.sqlite_stem is not None:
+            return
+        claim = _db.claim_sqlite(url)
+        self._stack.callback(claim.release)
+        self.given_settings = replace(self.given_settings, sqlite_stem=claim.stem)
+        self.settings = replace(self.settings, sqlite_stem=claim.stem)
+        note = claim.note()
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
 
     def _speak_preset(self, preset: str, provider: ProviderProcess) -> None:
         """Tell the workers which API they speak, and restate faults in the preset's terms.
@@ -376,6 +400,13 @@ class Campaign:
             provider_advances=self.provider_advances,
             credentials=self.credentials,
         )
+
+
+def _given_ledger(settings: CampaignSettings, target: _db.DatabaseTarget) -> str | None:
+    """The case's ledger file, when it is one the user named with ``--db`` (not a work dir's)."""
+    if settings.db_url is None or target.schema is not None:
+        return None
+    return make_url(target.url).database
 
 
 def discover_boundaries(settings: CampaignSettings) -> tuple[System, CaseResult]:
@@ -453,7 +484,9 @@ def run_case(
     if case_dir.exists():
         shutil.rmtree(case_dir)
     case_dir.mkdir(parents=True)
-    target = _db.new_target(settings.db_url, workdir=case_dir, case_slug=case.slug)
+    target = _db.new_target(
+        settings.db_url, workdir=case_dir, case_slug=case.slug, stem=settings.sqlite_stem
+    )
     system = settings.system
     clock = SharedClock.create(
         str(case_dir / trace_store.CLOCK_FILE), start=start_for_seed(settings.seed)
@@ -612,6 +645,7 @@ def run_case(
         replay=replay_command(settings, case),
         timeline=timeline,
         step_records=list(ctx.steps),
+        ledger=_given_ledger(settings, target),
     )
 
 

@@ -646,7 +646,7 @@ def judge(
     settings = result.settings
     where = (
         f"system {settings.system.name}, seed {settings.seed}, "
-        f"{'postgresql' if settings.db_url else 'sqlite'}"
+        f"{'postgresql' if (settings.db_url or '').startswith('postgresql') else 'sqlite'}"
     )
     label = info.get("scenario") or settings.system.name
     head = f"crash-harness: {info.get('mode', 'campaign')} of {label} ({where})"
