@@ -8,7 +8,9 @@ them out of any text it stores or prints. Per process: a forked job registers it
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 #: what a secret becomes in anything the harness writes
@@ -39,6 +41,61 @@ def scrub(text: str) -> str:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
+
+
+#: how much of a file ``scrub_file`` holds in memory at once (plus one secret's length)
+SCRUB_CHUNK = 1 << 20
+
+
+def scrub_file(path: Path, *, chunk: int = SCRUB_CHUNK) -> bool:
+    """Take every secret handed out in this process out of the file at ``path``, in place.
+
+    A worker's stderr file can be gigabytes: it is read ``chunk`` bytes at a time (a secret
+    cut by a chunk's end is caught with the next), and rewritten only when a secret is in it,
+    in place (a mask is shorter than any secret, so what is written never overtakes what is
+    still to be read). Returns True when something was masked."""
+    secrets = sorted({s.encode() for s in _handed_out}, key=len, reverse=True)
+    if not secrets:
+        return False
+    overlap = len(secrets[0]) - 1
+    mask = MASK.encode()
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        if not _holds_secret(fd, secrets, chunk, overlap):
+            return False
+        read_at = write_at = 0
+        carry = b""
+        while True:
+            data = os.pread(fd, chunk, read_at)
+            read_at += len(data)
+            buf = carry + data
+            for secret in secrets:
+                buf = buf.replace(secret, mask)
+            cut = len(buf) if not data else max(0, len(buf) - overlap)
+            os.pwrite(fd, buf[:cut], write_at)
+            write_at += cut
+            carry = buf[cut:]
+            if not data:
+                break
+        os.ftruncate(fd, write_at)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _holds_secret(fd: int, secrets: list[bytes], chunk: int, overlap: int) -> bool:
+    offset = 0
+    carry = b""
+    while data := os.pread(fd, chunk, offset):
+        offset += len(data)
+        buf = carry + data
+        if any(secret in buf for secret in secrets):
+            return True
+        carry = buf[-overlap:] if overlap else b""
+    return False
 
 
 def scrub_all(value: Any) -> Any:

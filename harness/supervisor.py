@@ -49,8 +49,12 @@ from harness.errors import SupervisorError
 DUMP_GRACE_S = 5.0
 #: how long a child orphaned by a ``parent``-scope crash may go on before it is killed
 ORPHAN_GRACE_S = 10.0
-#: how much of a worker's stderr a report carries
-STDERR_TAIL_CHARS = 4000
+#: how much of a worker's stderr a report carries (its end, in bytes); the harness never
+#: reads more of it than this, however much a worker prints: the whole file stays in the
+#: work dir
+STDERR_TAIL_BYTES = 4000
+#: how much of a hung worker's stack dump (what it wrote after SIGABRT) a report carries
+STACK_DUMP_BYTES = 64 * 1024
 
 _PR_SET_PDEATHSIG = 1
 
@@ -620,13 +624,13 @@ class Supervisor:
             os.killpg(worker.pid, sig)
 
     def _dump_and_kill(self, worker: RunningWorker, pidfd: int) -> str:
-        before = _read_text(worker.stderr_path)
+        before = _size(worker.stderr_path)
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker.pid, signal.SIGABRT)  # faulthandler writes every thread's stack
         ready = wait_readable([pidfd], DUMP_GRACE_S)
         if not ready:
             self._kill_tree(worker)
-        return _read_text(worker.stderr_path)[len(before) :]
+        return read_tail(worker.stderr_path, STACK_DUMP_BYTES, start=before)
 
     def _classify(
         self,
@@ -638,12 +642,9 @@ class Supervisor:
     ) -> WorkerOutcome:
         # a worker may print its environment (the provider credential is in it): keep neither
         # the secret in its stderr file (a kept work dir) nor in what the reports quote
-        raw = _read_text(worker.stderr_path)
-        stderr = _secrets.scrub(raw)
-        if stderr != raw:
-            with contextlib.suppress(OSError):
-                worker.stderr_path.write_text(stderr)
-        stderr_tail = stderr[-STDERR_TAIL_CHARS:]
+        with contextlib.suppress(OSError):
+            _secrets.scrub_file(worker.stderr_path)
+        stderr_tail = _secrets.scrub(read_tail(worker.stderr_path, STDERR_TAIL_BYTES))
         stack_dump = None if stack_dump is None else _secrets.scrub(stack_dump)
         common: dict[str, Any] = {
             "worker": worker.name,
@@ -820,8 +821,31 @@ def _signame(sig: int | None) -> str | None:
         return str(sig)
 
 
-def _read_text(path: Path) -> str:
+def _size(path: Path) -> int:
     try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def read_tail(path: Path, limit: int, *, start: int = 0) -> str:
+    """The last ``limit`` bytes of the file at ``path`` (from ``start`` on) as text; when
+    more came before them, a first line says how many bytes were cut and where they are.
+
+    Only those bytes are read: a worker that prints gigabytes costs the harness nothing."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            begin = max(start, size - limit)
+            f.seek(begin)
+            data = f.read(limit)
+    except OSError:
         return ""
+    if begin == start:
+        return data.decode(errors="replace")
+    cut = begin - start
+    while data[:1] and 0x80 <= data[0] <= 0xBF:  # not a character cut in two
+        data = data[1:]
+        cut += 1
+    head = f"[{cut} bytes cut before this; all of it is {path.name} in the work dir]\n"
+    return head + data.decode(errors="replace")
