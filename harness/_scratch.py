@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,6 +49,10 @@ KEEP_ENV = "CRASH_HARNESS_KEEP_WORKDIRS"
 #: how many kept work dirs stay when ``KEEP_ENV`` is unset: enough to compare the last few
 #: failures, few enough that a tmpfs (RAM) is not filled by a day of red runs
 DEFAULT_KEPT = 5
+#: a run removes another project's kept work dirs only once they are this old: someone
+#: else's evidence is theirs to look at (their own runs keep their count down)
+KEPT_MAX_AGE_DAYS = 7
+KEPT_MAX_AGE_S = KEPT_MAX_AGE_DAYS * 24 * 3600
 
 
 class Removed(NamedTuple):
@@ -66,9 +71,46 @@ def make_workdir(prefix: str = PREFIX) -> Path:
 
 
 def keep(path: Path) -> None:
-    """Mark a work dir kept on purpose: the harness said where it is, a person may look."""
+    """Mark a work dir kept on purpose: the harness said where it is, a person may look.
+
+    The marker names the project the run was made for (``project``): a run prunes only its
+    own project's kept dirs, so on a shared machine nobody's evidence goes because somebody
+    else's runs failed."""
     if path.is_dir():
-        (path / KEPT_FILE).write_text("kept: named in the run's output and report\n")
+        (path / KEPT_FILE).write_text(
+            f"kept: named in the run's output and report\n{_PROJECT_KEY}{project()}\n"
+        )
+
+
+#: in a kept dir's marker: the project it was kept for
+_PROJECT_KEY = "project: "
+#: what marks a project's root folder, looked for from the working directory upwards
+_PROJECT_MARKS = (".git", "pyproject.toml", "setup.cfg", "setup.py")
+
+
+def project() -> str:
+    """The project a run works for: the nearest folder, from the working directory up, that
+    holds ``.git`` or a Python project file; the working directory itself if none does."""
+    try:
+        cwd = Path.cwd().resolve()
+    except OSError:  # the working directory was removed
+        return "?"
+    for folder in (cwd, *cwd.parents):
+        if any((folder / mark).exists() for mark in _PROJECT_MARKS):
+            return str(folder)
+    return str(cwd)
+
+
+def _project_of(path: Path) -> str | None:
+    """The project a kept dir was kept for (None: kept before markers named one)."""
+    try:
+        text = (path / KEPT_FILE).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(_PROJECT_KEY):
+            return line.removeprefix(_PROJECT_KEY)
+    return None
 
 
 def kept_limit() -> int:
@@ -90,20 +132,24 @@ def kept_limit() -> int:
     return limit
 
 
-def keep_and_prune(path: Path, *, limit: int | None = None) -> list[Removed]:
-    """Keep ``path`` and remove the kept work dirs beyond the newest ``limit`` (``path``
-    included), so failing runs cannot fill the scratch tmpfs. Only dirs whose maker is
-    provably gone are removed: a live run's dir (this run's own, a parallel run's) is never
-    touched, whatever its age. Returns what was removed."""
+def keep_and_prune(
+    path: Path, *, limit: int | None = None, now: float | None = None
+) -> list[Removed]:
+    """Keep ``path`` and remove the kept work dirs of this project beyond the newest
+    ``limit`` (``path`` included), so failing runs cannot fill the scratch tmpfs; another
+    project's kept dirs go only once older than ``KEPT_MAX_AGE_DAYS`` (its runs prune their
+    own). Only dirs whose maker is provably gone are removed: a live run's dir (this run's
+    own, a parallel run's) is never touched, whatever its age. Returns what was removed."""
     keep(path)
     limit = kept_limit() if limit is None else limit
-    kept = [(p, _kept_at(p)) for p in _ours() if (p / KEPT_FILE).exists()]
-    kept.sort(key=lambda item: (item[0] != path, -item[1]))  # this run's first, then newest
-    removed: list[Removed] = []
-    for older, _ in kept[limit:]:
-        if _maker_gone(older):
-            removed.append(_remove(older))
-    return removed
+    now = time.time() if now is None else now
+    mine = project()
+    kept = [(p, _kept_at(p), _project_of(p)) for p in _ours() if (p / KEPT_FILE).exists()]
+    same = [item for item in kept if item[2] == mine]
+    same.sort(key=lambda item: (item[0] != path, -item[1]))  # this run's first, then newest
+    doomed = [p for p, _, _ in same[limit:]]
+    doomed += [p for p, at, owner in kept if owner != mine and now - at > KEPT_MAX_AGE_S]
+    return [_remove(p) for p in doomed if _maker_gone(p)]
 
 
 def sweep_stale(*, kept_too: bool = False) -> list[Removed]:

@@ -463,8 +463,9 @@ def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
 
 
 def echo_kept(workdir: Path, *, err: bool = False) -> None:
-    """Keep a run's work dir, say where it is, and remove the kept dirs of finished runs
-    beyond the newest few (saying how many): failing runs must not fill the scratch tmpfs."""
+    """Keep a run's work dir, say where it is, and remove the kept dirs of this project's
+    finished runs beyond the newest few, and other projects' past a week (saying how many):
+    failing runs must not fill the scratch tmpfs, nor take someone else's evidence."""
     from harness import _scratch
 
     removed = _scratch.keep_and_prune(workdir)
@@ -472,8 +473,9 @@ def echo_kept(workdir: Path, *, err: bool = False) -> None:
     if removed:
         freed = sum(r.bytes for r in removed)
         click.echo(
-            f"removed {len(removed)} older kept work dir(s) ({format_bytes(freed)}): the newest"
-            f" {_scratch.kept_limit()} stay ({_scratch.KEEP_ENV});"
+            f"removed {len(removed)} older kept work dir(s) ({format_bytes(freed)}): this"
+            f" project's newest {_scratch.kept_limit()} stay ({_scratch.KEEP_ENV}), other"
+            f" projects' for {_scratch.KEPT_MAX_AGE_DAYS} days;"
             " `crash-harness clean --kept` removes them all",
             err=err,
         )

@@ -1,12 +1,14 @@
-"""Kept work dirs cannot pile up in the scratch tmpfs: a run that keeps one removes the kept
-dirs of finished runs beyond the newest few (never a live run's), a run that met its
-expected violation keeps none, and ``clean --kept`` removes the rest, saying what it freed."""
+"""Kept work dirs cannot pile up in the scratch tmpfs: a run that keeps one removes its own
+project's kept dirs of finished runs beyond the newest few (never a live run's, and another
+project's only once a week old), a run that met its expected violation keeps none, and
+``clean --kept`` removes the rest, saying what it freed."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,14 +26,24 @@ def _gone() -> _owner.Owner:
     return _owner.Owner(me.pid, me.start + 1, me.boot, me.host)
 
 
-def _kept_dir(*, kept_at: float, owner: _owner.Owner | None = None, size: int = 0) -> Path:
+def _kept_dir(
+    *,
+    kept_at: float,
+    owner: _owner.Owner | None = None,
+    size: int = 0,
+    project: Path | None = None,
+) -> Path:
     """A kept work dir made as a run makes it, its maker ``owner`` (default: gone), kept at
-    ``kept_at`` (the marker's mtime, set outright: no waiting for the clock to move)."""
+    ``kept_at`` (the marker's mtime, set outright: no waiting for the clock to move) by a
+    run of ``project`` (default: the one these tests run in)."""
     path = _scratch.make_workdir()
     if owner is not _owner.me():
         (path / _scratch.OWNER_FILE).write_text((owner or _gone()).tag() + "\n")
     (path / "ledger.db").write_bytes(b"x" * size)
-    _scratch.keep(path)
+    if project is None:
+        _scratch.keep(path)
+    else:
+        (path / _scratch.KEPT_FILE).write_text(f"kept\nproject: {project}\n")
     os.utime(path / _scratch.KEPT_FILE, (kept_at, kept_at))
     return path
 
@@ -58,6 +70,26 @@ def test_only_the_newest_kept_dirs_stay_and_a_live_runs_is_never_touched(scratch
     assert {p for p in scratch.iterdir()} == {mine, *old[-(limit - 1) :], live, unowned}
     assert (mine / _scratch.KEPT_FILE).exists()
     assert _scratch.keep_and_prune(mine) == []  # nothing more to prune
+
+
+def test_another_projects_kept_dirs_stay_until_they_are_a_week_old(
+    scratch: Path, tmp_path: Path
+) -> None:
+    """On a shared machine, my failing runs never remove your evidence: only my project's
+    dirs count against the limit; yours go once older than the stated age."""
+    now = time.time()
+    day = 24 * 3600.0
+    theirs = tmp_path / "their-project"
+    mine_old = [_kept_dir(kept_at=now - 600 + i) for i in range(3)]
+    their_recent = [_kept_dir(kept_at=now - 3600 - i, project=theirs) for i in range(3)]
+    their_stale = _kept_dir(kept_at=now - (_scratch.KEPT_MAX_AGE_DAYS + 1) * day, project=theirs)
+    unmarked_stale = _kept_dir(kept_at=now - 30 * day, project=None)
+    (unmarked_stale / _scratch.KEPT_FILE).write_text("kept: named in the run's output\n")
+    os.utime(unmarked_stale / _scratch.KEPT_FILE, (now - 30 * day,) * 2)
+    mine = _scratch.make_workdir()
+    removed = {r.path for r in _scratch.keep_and_prune(mine, limit=2, now=now)}
+    assert removed == {*mine_old[:2], their_stale, unmarked_stale}
+    assert set(scratch.iterdir()) == {mine, mine_old[2], *their_recent}
 
 
 def test_the_limit_comes_from_the_environment(
@@ -89,9 +121,14 @@ def _harness(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
 def test_a_failing_run_keeps_its_dir_says_where_and_prunes_older_ones(
     scratch: Path, tmp_path: Path
 ) -> None:
-    """A real failing certify (a mutant's baseline): N+3 older kept dirs become N-1."""
+    """A real failing certify (a mutant's baseline): N+3 older kept dirs of its project
+    become N-1; another project's recent ones all stay."""
     limit = 2
-    old = [_kept_dir(kept_at=100.0 + i) for i in range(limit + 3)]
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    now = time.time()
+    old = [_kept_dir(kept_at=now - 900 + i, project=project) for i in range(limit + 3)]
+    theirs = [_kept_dir(kept_at=now - 1800 + i, project=tmp_path / "x") for i in range(limit)]
     live = _kept_dir(kept_at=1.0, owner=_owner.me())  # this test runs: untouched
     proc = _harness(
         "certify",
@@ -103,7 +140,7 @@ def test_a_failing_run_keeps_its_dir_says_where_and_prunes_older_ones(
         "baseline",
         "--report-dir",
         "out",
-        cwd=tmp_path,
+        cwd=project,
         env={_scratch.TMPDIR_ENV: str(scratch), _scratch.KEEP_ENV: str(limit)},
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -114,7 +151,7 @@ def test_a_failing_run_keeps_its_dir_says_where_and_prunes_older_ones(
     assert (kept / _scratch.KEPT_FILE).exists()
     assert f"removed {len(old) - (limit - 1)} older kept work dir(s)" in proc.stdout
     assert _scratch.KEEP_ENV in proc.stdout
-    assert set(scratch.iterdir()) == {kept, *old[-(limit - 1) :], live}
+    assert set(scratch.iterdir()) == {kept, *old[-(limit - 1) :], *theirs, live}
 
 
 def test_a_bad_limit_is_refused_before_anything_runs(scratch: Path, tmp_path: Path) -> None:
