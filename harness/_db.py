@@ -21,6 +21,7 @@ import re
 import secrets
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,9 +301,7 @@ def claim_sqlite(url: str) -> SqliteClaim:
 
 
 def _holder(fd: int) -> str:
-    """Who holds a ledger lock, in words: "pid 123, started 2026-12-04 07:10:02"."""
-    import time
-
+    """Who holds a ledger lock, in words: "pid 123, started 2026-12-04 07:10:02 on HOST"."""
     try:
         owner = _owner.parse(os.pread(fd, 512, 0).decode(errors="replace"))
     except OSError:
