@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import uuid
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from harness import _owner, _scratch, _tree
+from harness import _keeper, _owner, _scratch, _tree
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,3 +198,132 @@ def test_a_kept_work_dir_stays_until_asked(tmp_path: Path, monkeypatch: pytest.M
     assert live.exists()
     assert [r.path for r in _scratch.sweep_stale(kept_too=True)] == [kept]
     assert live.exists()  # its maker (this test) still runs
+
+
+def _recorded(path: Path) -> list[tuple[int, int]]:
+    """The (pid, start time) pairs a DAEMONISES worker wrote."""
+    if not path.exists():
+        return []
+    return [(int(p), int(s)) for p, s in (ln.split() for ln in path.read_text().splitlines())]
+
+
+def _same_process_running(pid: int, start: int) -> bool:
+    """Whether the process recorded as (pid, start time) still runs (a reused pid does not)."""
+    return _owner.start_time(pid) == start and not _tree.dying(pid)
+
+
+def _kill_recorded(path: Path) -> None:
+    """Teardown: SIGKILL every recorded daemon that is still the one recorded."""
+    for pid, start in _recorded(path):
+        if _same_process_running(pid, start):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_walk_mode_leaves_no_escaped_daemon_after_a_killed_run(tmp_path: Path) -> None:
+    """Walk mode (no cgroup): a worker double-forks a daemon (``setsid``, its parent gone),
+    then the harness is SIGKILLed. The daemon does not outlive ``crash-harness clean`` (the
+    worker's keeper kills it when the harness dies; ``clean`` kills what a keeper could not),
+    and ``clean`` does not call that "nothing left behind"."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    fifo = tmp_path / "ready.fifo"
+    os.mkfifo(fifo)
+    daemons = tmp_path / "daemons"
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        CH_TEST_READY_FIFO=str(fifo),
+        CH_TEST_DAEMON_FILE=str(daemons),
+        CRASH_HARNESS_TREE="walk",
+        **{_scratch.TMPDIR_ENV: str(scratch)},
+    )
+    proc = _harness(
+        *("certify", "--system", "tests._systems:HANGS_WITH_DAEMON", "--case", "baseline"),
+        *("--seed", "1", "--report-dir", str(tmp_path / "r")),
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        try:
+            wait_ready(fifo, 60)
+            recorded = _recorded(daemons)
+            assert len(recorded) == 1, recorded
+            assert _same_process_running(*recorded[0])
+            proc.kill()  # SIGKILL: no clean-up of any kind runs in the harness
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        clean = subprocess.run(
+            [sys.executable, "-m", "harness", "clean"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert "nothing left behind" not in clean.stdout
+        pid, _ = recorded[0]
+        assert _still_running([pid], 10.0) == [], "the escaped daemon outlived clean"
+    finally:
+        _kill_recorded(daemons)
+
+
+def test_clean_kills_what_a_killed_runs_keeper_still_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A keeper whose harness is gone but which still holds processes (say it was stopped, or
+    has not got to it yet): ``clean`` finds it by its record (pid and start time, the harness
+    named as owner), kills everything under it, and says so."""
+    monkeypatch.setenv(_scratch.TMPDIR_ENV, str(tmp_path))
+    # a stand-in keeper holding a child: a process that forks one and sleeps
+    keeper = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal\nif os.fork() == 0:\n    signal.pause()\n"
+            "print(os.getpid(), flush=True)\nsignal.pause()",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert keeper.stdout is not None
+        keeper.stdout.readline()  # it has forked its child
+        held = _tree._descendants(keeper.pid) - {keeper.pid}
+        assert len(held) == 1
+        me = _owner.me()
+        gone = _owner.Owner(me.pid, me.start + 1, me.boot, me.host)  # a pid reused: gone
+        records = tmp_path / _keeper.RECORDS_DIR
+        records.mkdir()
+        start = _owner.start_time(keeper.pid)
+        (records / str(keeper.pid)).write_text(
+            f"{gone.tag()}\nkeeper pid={keeper.pid} start={start}\n"
+        )
+        clean = subprocess.run(
+            [sys.executable, "-m", "harness", "clean"],
+            cwd=tmp_path,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert f"killed keeper {keeper.pid}" in clean.stdout, clean.stdout
+        assert "1 process(es) still under it" in clean.stdout, clean.stdout
+        keeper.wait(timeout=60)
+        assert keeper.returncode == -signal.SIGKILL
+        assert _still_running(sorted(held), 10.0) == []
+        assert not list(records.iterdir())
+    finally:
+        for pid in _tree._descendants(keeper.pid) - {keeper.pid}:
+            os.kill(pid, signal.SIGKILL)
+        if keeper.poll() is None:
+            keeper.kill()
+            keeper.wait()
+        if keeper.stdout is not None:
+            keeper.stdout.close()
