@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from harness import _keeper, _owner, _scratch, _tree
+from harness import _owner, _scratch, _tree
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,9 +207,17 @@ def _recorded(path: Path) -> list[tuple[int, int]]:
     return [(int(p), int(s)) for p, s in (ln.split() for ln in path.read_text().splitlines())]
 
 
+def _start_time(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(b")") + 2 :].split()[19])
+
+
 def _same_process_running(pid: int, start: int) -> bool:
     """Whether the process recorded as (pid, start time) still runs (a reused pid does not)."""
-    return _owner.start_time(pid) == start and not _tree.dying(pid)
+    return _start_time(pid) == start and not _tree.dying(pid)
 
 
 def _kill_recorded(path: Path) -> None:
@@ -278,6 +286,8 @@ def test_clean_kills_what_a_killed_runs_keeper_still_holds(
     """A keeper whose harness is gone but which still holds processes (say it was stopped, or
     has not got to it yet): ``clean`` finds it by its record (pid and start time, the harness
     named as owner), kills everything under it, and says so."""
+    from harness import _keeper
+
     monkeypatch.setenv(_scratch.TMPDIR_ENV, str(tmp_path))
     # a stand-in keeper holding a child: a process that forks one and sleeps
     keeper = subprocess.Popen(
@@ -299,7 +309,7 @@ def test_clean_kills_what_a_killed_runs_keeper_still_holds(
         gone = _owner.Owner(me.pid, me.start + 1, me.boot, me.host)  # a pid reused: gone
         records = tmp_path / _keeper.RECORDS_DIR
         records.mkdir()
-        start = _owner.start_time(keeper.pid)
+        start = _start_time(keeper.pid)
         (records / str(keeper.pid)).write_text(
             f"{gone.tag()}\nkeeper pid={keeper.pid} start={start}\n"
         )
