@@ -4,12 +4,14 @@ what a live run, another host or a deliberate keep owns is never touched."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
 import subprocess
 import sys
 import uuid
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -337,3 +339,58 @@ def test_clean_kills_what_a_killed_runs_keeper_still_holds(
             keeper.wait()
         if keeper.stdout is not None:
             keeper.stdout.close()
+
+
+def test_a_straggler_is_on_the_console_and_in_every_report(tmp_path: Path) -> None:
+    """Walk mode: a worker that leaves a double-forked daemon each time it runs. The daemon
+    is killed when its worker ends, and the run says so on the console and in report.md,
+    report.xml (JUnit) and report.html, not only in report.json; the case still passes (the
+    daemon did no harm the invariants can see)."""
+    daemons = tmp_path / "daemons"
+    reports = tmp_path / "r"
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        CH_TEST_DAEMON_FILE=str(daemons),
+        CRASH_HARNESS_TREE="walk",
+        **{_scratch.TMPDIR_ENV: str(tmp_path / "scratch")},
+    )
+    (tmp_path / "scratch").mkdir()
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                *("-m", "harness", "certify", "--system", "tests._systems:LEAVES_DAEMON"),
+                *("--case", "baseline", "--seed", "1", "--report-dir", str(reports)),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        recorded = _recorded(daemons)
+        assert recorded, proc.stdout + proc.stderr
+        for pid, start in recorded:
+            assert not _same_process_running(pid, start), "a daemon outlived its worker"
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        said = "left 1 process(es) running after it ended; the harness killed them"
+        assert "straggler: worker w1 (pid " in proc.stdout, proc.stdout
+        assert said in proc.stdout, proc.stdout
+        report = json.loads((reports / "report.json").read_text())
+        assert [w["stragglers"] for w in report["cases"][0]["workers"]] == [1]
+        md = (reports / "report.md").read_text()
+        assert "**Stragglers (1)**" in md
+        assert f"baseline: worker w1 (pid {report['cases'][0]['workers'][0]['pid']})" in md
+        junit = ET.fromstring((reports / "report.xml").read_text())
+        props = [
+            p.get("value") or "" for p in junit.iter("property") if p.get("name") == "straggler"
+        ]
+        assert len(props) == 1, props
+        assert said in props[0]
+        html = (reports / "report.html").read_text()
+        assert "Stragglers (1)" in html
+        assert said in html
+    finally:
+        _kill_recorded(daemons)
