@@ -12,8 +12,9 @@ zombie until it is let go, so the pid the harness watches is never reused under 
 when the harness closes the other pipe, as the harness does when it is done with the worker,
 or as the kernel does when the harness dies, even by SIGKILL: either way the keeper first
 kills whatever is left under it. A record of each live keeper (pid and start time, with the
-harness's owner tag) lets ``crash-harness clean`` and the next run kill what a keeper that was
-itself killed could not.
+harness's owner tag) lets ``crash-harness clean`` and the next run kill what a keeper that
+could not act (stopped, say) still holds. A keeper SIGKILLed along with its harness leaves
+its daemons to init: that one gap stays (a cgroup has none).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from harness import _owner, _tree
 
 _PR_SET_CHILD_SUBREAPER = 36
 
-#: under the scratch root: one record per live keeper, named after the keeper's pid
+#: under the scratch root, plus the user's id: one record per live keeper, named by its pid
 RECORDS_DIR = ".crash-harness-keepers"
 #: a keeper outlives a Ctrl-C or a stray SIGTERM to its harness's group, to kill what is left
 _IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -212,7 +213,7 @@ def _close_all_but(keep: set[int]) -> None:
 def _records_dir() -> Path:
     from harness._scratch import scratch_root
 
-    return Path(scratch_root() or tempfile.gettempdir()) / RECORDS_DIR
+    return Path(scratch_root() or tempfile.gettempdir()) / f"{RECORDS_DIR}-{os.getuid()}"
 
 
 def _record(keeper: Keeper) -> Path | None:
@@ -236,8 +237,8 @@ class Swept:
 
 def sweep_stale() -> list[Swept]:
     """Kill what is left under the keepers of runs that are gone (a keeper notices its
-    harness's death and does this itself; this is for a keeper that was killed too, or has
-    not got to it yet), and drop their records."""
+    harness's death and does this itself; this is for one that could not, being stopped,
+    or has not got to it yet), and drop their records."""
     swept: list[Swept] = []
     try:
         records = list(_records_dir().iterdir())

@@ -309,7 +309,7 @@ def test_clean_kills_what_a_killed_runs_keeper_still_holds(
         assert len(held) == 1
         me = _owner.me()
         gone = _owner.Owner(me.pid, me.start + 1, me.boot, me.host)  # a pid reused: gone
-        records = tmp_path / _keeper.RECORDS_DIR
+        records = tmp_path / f"{_keeper.RECORDS_DIR}-{os.getuid()}"
         records.mkdir()
         start = _start_time(keeper.pid)
         (records / str(keeper.pid)).write_text(
