@@ -4,6 +4,7 @@ what a live run, another host or a deliberate keep owns is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -84,16 +85,19 @@ def killed_run(tmp_path: Path) -> tuple[int, Path, dict[str, str]]:
     return _kill_mid_run(tmp_path, "tests._systems:HANGS", at_least=3)
 
 
-@pytest.mark.skipif(_tree.cgroup2_base() is None, reason="needs a writable cgroup2 (walk mode)")
-def test_a_workers_own_children_die_with_a_killed_harness(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["cgroup", "walk"])
+def test_a_workers_own_children_die_with_a_killed_harness(tmp_path: Path, mode: str) -> None:
     """A worker's pool child has no death signal of its own: when the harness is SIGKILLed,
-    its guard kills the campaign's cgroup, so the child is gone within seconds, not when a
-    later run sweeps (it once outlived the harness by 11 s)."""
-    _kill_mid_run(tmp_path, "tests._systems:HANGS_WITH_POOL", at_least=4)
+    its guard kills the campaign's cgroup (walk mode: the worker's keeper kills everything
+    under it), so the child is gone within seconds, not when a later run sweeps (it once
+    outlived the harness by 11 s)."""
+    if mode == "cgroup" and _tree.cgroup2_base() is None:
+        pytest.skip("needs a writable cgroup2")
+    _kill_mid_run(tmp_path, "tests._systems:HANGS_WITH_POOL", at_least=4, tree_mode=mode)
 
 
 def _kill_mid_run(
-    tmp_path: Path, system: str, *, at_least: int
+    tmp_path: Path, system: str, *, at_least: int, tree_mode: str = ""
 ) -> tuple[int, Path, dict[str, str]]:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -105,6 +109,7 @@ def _kill_mid_run(
         PYTHONPATH=str(ROOT),
         CH_TEST_READY_FIFO=str(fifo),
         CH_TEST_MARKER=marker,
+        CRASH_HARNESS_TREE=tree_mode,
         **{_scratch.TMPDIR_ENV: str(scratch)},
     )
     db = ["--db", PG_URL] if PG_URL else []
@@ -127,6 +132,9 @@ def _kill_mid_run(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pid in processes_with(marker):  # a failed test leaves nothing either
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert _dirs_of(scratch, proc.pid), "the killed run left no work dir to sweep"
     if PG_URL:
         assert _schemas_of(proc.pid), "the killed run left no case schema to sweep"
