@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import signal
 import tempfile
@@ -146,7 +147,9 @@ def _keeper(
         run_worker(me)
     with contextlib.suppress(OSError):
         os.setpgid(root, root)
-    # hold nothing of the harness's: a pipe or socket kept open here would hide its end
+    # hold nothing of the harness's: a pipe or socket kept open here would hide its end. No
+    # collection from here on: a harness object's finalizer would close a number reused here.
+    gc.disable()
     _close_all_but({report_fd, hold_fd})
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -172,10 +175,10 @@ def _keeper(
                 os.read(wake_r, 4096)
             if hold_fd in ready and not os.read(hold_fd, 4096):
                 break  # the harness is done with this worker, or is dead
-    _tree.kill_descendants(me)
+    _tree.kill_descendants(me)  # each killed and awaited (bounded): none can run any more
     with contextlib.suppress(ChildProcessError):
-        while True:
-            os.waitpid(-1, 0)
+        while os.waitpid(-1, os.WNOHANG)[0]:  # no wait on one stuck in the kernel: init reaps
+            pass
 
 
 def _raw_status(info: os.waitid_result) -> int:
