@@ -27,12 +27,19 @@ from harness.errors import ExitStatus
     " a live run's are never touched.",
 )
 def clean_cmd(*, db_url: str | None, kept: bool) -> None:
-    """Remove work dirs, cgroups and case schemas of runs that are gone."""
-    from harness import _db, _scratch, _tree
+    """Remove work dirs, cgroups, case schemas and processes of runs that are gone."""
+    from harness import _db, _keeper, _scratch, _tree
     from harness.cli import format_bytes
     from harness.errors import BadInputError
     from harness.supervisor import CGROUP_PREFIX
 
+    # processes first: what a killed run's keepers (walk mode) still hold may write to its dirs
+    swept = _keeper.sweep_stale()
+    for keeper in swept:
+        click.echo(
+            f"killed keeper {keeper.keeper} of a run that is gone, and the"
+            f" {keeper.killed} process(es) still under it"
+        )
     removed = _scratch.sweep_stale(kept_too=kept)
     for path, size in removed:
         click.echo(f"removed work dir {path} ({format_bytes(size)})")
@@ -56,7 +63,7 @@ def clean_cmd(*, db_url: str | None, kept: bool) -> None:
             sys.exit(ExitStatus.BAD_INPUT)
         for name in schemas:
             click.echo(f"dropped schema {name}")
-    if not (removed or groups or schemas):
+    if not (swept or removed or groups or schemas):
         click.echo("nothing left behind")
     if not kept:
         left = _scratch.kept_dirs()

@@ -32,7 +32,8 @@ class Owner:
         return f"{PREFIX} pid={self.pid} start={self.start} boot={self.boot} host={self.host}"
 
 
-def _start_time(pid: int) -> int | None:
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot): with the pid, names one process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -56,7 +57,7 @@ def _host() -> str:
 def me() -> Owner:
     """This process as an owner."""
     pid = os.getpid()
-    return Owner(pid, _start_time(pid) or 0, _boot_id(), _host())
+    return Owner(pid, start_time(pid) or 0, _boot_id(), _host())
 
 
 def parse(tag: str) -> Owner | None:
@@ -87,4 +88,4 @@ def is_gone(owner: Owner) -> bool:
         return False
     if owner.boot != _boot_id():
         return True
-    return _start_time(owner.pid) != owner.start
+    return start_time(owner.pid) != owner.start

@@ -7,10 +7,11 @@ does not hold such a tree together, so the harness finds a worker's processes an
 - a **cgroup v2** per worker (when this process may create one: root, or a delegated
   subtree). Membership is inherited by every fork and cannot be left by ``setsid``;
   ``cgroup.kill`` kills every member at once, even one that is forking at that instant.
-- otherwise a **descendant walk** over ``/proc`` from the worker's first process: every
-  member is stopped (SIGSTOP) until no new one appears, then all are killed. A process that
-  daemonises (double fork, parent gone) before the kill escapes this mode; the cgroup mode
-  has no such gap, and ``crash-harness`` says which mode it used.
+- otherwise a **descendant walk** over ``/proc``: every member is stopped (SIGSTOP) until
+  no new one appears, then all are killed. The walk starts from the worker's *keeper*
+  (``harness._keeper``), a child subreaper the harness forks first and the worker's parent:
+  a process that daemonises (double fork, ``setsid``, its parent gone) is re-parented to the
+  keeper, so it stays in the walk. ``crash-harness`` says which mode it used.
 
 This module runs inside workers too (a boundary armed with the ``worker`` scope kills its own
 tree), so it imports nothing heavy.
@@ -23,6 +24,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _PROC = "/proc"
@@ -30,27 +32,37 @@ _PROC = "/proc"
 
 @dataclass(frozen=True)
 class ProcessTree:
-    """The processes of one worker: its first process and, when there is one, its cgroup."""
+    """The processes of one worker: its first process and, when there is one, its cgroup or
+    its keeper."""
 
     root: int
     #: directory of the worker's own cgroup v2 (None: the descendant walk is used)
     cgroup: str | None = None
+    #: walk mode: the child subreaper above the worker (its descendants are the worker's)
+    keeper: int | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"root": self.root, "cgroup": self.cgroup}
+        return {"root": self.root, "cgroup": self.cgroup, "keeper": self.keeper}
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ProcessTree:
         root = data.get("root")
         cgroup = data.get("cgroup")
+        keeper = data.get("keeper")
         if not isinstance(root, int):
             raise TypeError(f"process tree root must be a pid, got {root!r}")
-        return cls(root, cgroup if isinstance(cgroup, str) else None)
+        return cls(
+            root,
+            cgroup if isinstance(cgroup, str) else None,
+            keeper if isinstance(keeper, int) else None,
+        )
 
     def members(self) -> set[int]:
         """Every live process of the worker (the root included while it lives)."""
         if self.cgroup is not None:
             return _cgroup_members(self.cgroup)
+        if self.keeper is not None:
+            return _descendants(self.keeper) - {self.keeper}
         return _descendants(self.root)
 
     def signal(self, sig: signal.Signals) -> None:
@@ -70,15 +82,7 @@ class ProcessTree:
                 return
             except OSError:
                 pass  # an old kernel without cgroup.kill: stop and kill one by one
-        stopped: set[int] = set()
-        while True:
-            fresh = self.members() - stopped - {me}
-            if not fresh:
-                break
-            for pid in fresh:  # a stopped process cannot fork; repeat until none is new
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGSTOP)
-            stopped |= fresh
+        stopped = _stop_all(self.members, me)
         # The root last, once every other member has exited: the supervisor is waiting on the
         # root, and once it is reaped a walk can no longer find the root's orphans.
         others = stopped - {self.root}
@@ -93,9 +97,12 @@ class ProcessTree:
             os.kill(me, signal.SIGKILL)
 
     def wait_empty(self, timeout_s: float) -> bool:
-        """After a kill: wait until the kernel has torn every member down (cgroup mode)."""
+        """Wait until no member can run any more (after a kill, or for orphans at work to
+        finish): the cgroup empty, or every descendant of the keeper ended."""
         if self.cgroup is None:
-            return not self.members()
+            if self.keeper is None:
+                return not self.members()
+            return _await_ended(self.members, timeout_s)
         deadline = time.monotonic() + timeout_s
         while self.members():
             left = deadline - time.monotonic()
@@ -115,6 +122,63 @@ class ProcessTree:
             finally:
                 os.close(fd)
         return True
+
+
+def _stop_all(members: Callable[[], set[int]], me: int) -> set[int]:
+    """SIGSTOP every member but ``me`` until no new one appears (a stopped process cannot
+    fork); returns the stopped ones."""
+    stopped: set[int] = set()
+    while True:
+        fresh = members() - stopped - {me}
+        if not fresh:
+            return stopped
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= fresh
+
+
+def kill_descendants(ancestor: int) -> int:
+    """SIGKILL every descendant of ``ancestor`` (not itself) and wait for them to end; returns
+    how many could still run (stragglers, not processes already on their way out)."""
+
+    def below() -> set[int]:
+        return _descendants(ancestor) - {ancestor}
+
+    running = {pid for pid in below() if not dying(pid)}
+    _kill_and_await(_stop_all(below, os.getpid()))
+    return len(running)
+
+
+def _await_ended(members: Callable[[], set[int]], timeout_s: float) -> bool:
+    """Wait until every process ``members()`` names can no longer run; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        live = {pid for pid in members() if not dying(pid)}
+        if not live:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        handles = []
+        for pid in live:
+            with contextlib.suppress(OSError):
+                handles.append(os.pidfd_open(pid))
+        try:
+            if handles:  # woken by any end; a new member is seen on the next round
+                poll_readable(handles, min(left, 1.0))
+        finally:
+            for fd in handles:
+                os.close(fd)
+
+
+def poll_readable(fds: list[int], timeout_s: float | None) -> list[int]:
+    """The descriptors of ``fds`` that are readable (or hung up) within ``timeout_s``."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    timeout_ms = None if timeout_s is None else max(0, int(timeout_s * 1000))
+    return [fd for fd, _ in poller.poll(timeout_ms)]
 
 
 def dying(pid: int) -> bool:
@@ -286,7 +350,7 @@ def _cgroup_members(path: str) -> set[int]:
 # -- the descendant walk ---------------------------------------------------------------------
 
 
-def _parents() -> dict[int, int]:
+def parents() -> dict[int, int]:
     """pid -> parent pid of every process visible in /proc."""
     parents: dict[int, int] = {}
     for entry in os.listdir(_PROC):
@@ -305,12 +369,12 @@ def _parents() -> dict[int, int]:
 
 
 def _descendants(root: int) -> set[int]:
-    parents = _parents()
+    of = parents()
     children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
+    for pid, ppid in of.items():
         children.setdefault(ppid, []).append(pid)
     found: set[int] = set()
-    todo = [root] if root in parents else []
+    todo = [root] if root in of else []
     while todo:
         pid = todo.pop()
         if pid in found:

@@ -607,6 +607,11 @@ def _case_lines(case: CaseResult, names: Iterable[str]) -> Iterator[str]:
             )
             tail = (worker.stack_dump or worker.stderr_tail or "").rstrip().splitlines()[-12:]
             yield from (f"    | {line}" for line in tail)
+        if worker.stragglers:
+            yield (
+                f"  straggler: worker {worker.worker} left {worker.stragglers} process(es)"
+                " running after it ended; the harness killed them"
+            )
     for note in case.notes:
         yield f"  note: {note}"
     yield f"  replay: {case.replay}"

@@ -7,9 +7,11 @@ started; each child also asks the kernel to SIGKILL it if the harness itself die
 (``PR_SET_PDEATHSIG``), so not even a SIGKILLed harness leaves workers running.
 
 A worker may be a process tree (pool children, a work-horse in its own session). Each worker
-gets its own cgroup where the kernel allows it, else its tree is found by walking /proc
-(``harness._tree``); a kill always takes the whole tree, and processes still alive when the
-worker's first process ends are killed and counted as stragglers.
+gets its own cgroup where the kernel allows it, else a keeper (``harness._keeper``): a child
+subreaper forked first, the worker's parent, so a daemon that double-forks away from the
+worker is still found by walking /proc down from the keeper (``harness._tree``). A kill
+always takes the whole tree, and processes still alive when the worker's first process ends
+are killed and counted as stragglers.
 
 Deaths are classified, never guessed, and never on the worker's word alone: a worker killed by
 SIGKILL "crashed as planned" only if every "crash" line of it in the trace matches what the
@@ -38,9 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from harness import _boundary, _secrets, _tree, trace
+from harness import _boundary, _keeper, _secrets, _tree, trace
 from harness._boundary import Arm
 from harness._tree import ProcessTree
 from harness.errors import SupervisorError
@@ -141,6 +143,8 @@ class RunningWorker:
     ended: bool = False
     #: every process of this worker (its cgroup, or its descendants)
     tree: ProcessTree | None = None
+    #: walk mode: the child subreaper that is this worker's parent (None with a cgroup)
+    keeper: _keeper.Keeper | None = None
     #: the reasons of every ``Supervisor.kill`` of this worker (the harness's own record)
     harness_kills: list[str] = field(default_factory=list)
     #: True once the harness released a pause of this worker with ``crash``
@@ -201,8 +205,8 @@ while time.monotonic() < deadline:
         break
     time.sleep(0.05)
 """
-#: the harness's ends of its guards' pipes, closed in every forked worker (which must not
-#: keep a guard waiting)
+#: the harness's ends of its guards' and keepers' pipes, closed in every forked worker (which
+#: must not keep a guard or a keeper waiting)
 _GUARD_FDS: set[int] = set()
 
 
@@ -258,6 +262,7 @@ class Supervisor:
     def _cgroups(self) -> str | None:
         if not self._cgroup_checked:
             self._cgroup_checked = True
+            _keeper.sweep_stale()  # what the keepers of a killed run (walk mode) still hold
             if os.environ.get(TREE_MODE_ENV, "") != "walk":
                 base = _tree.cgroup2_base()
                 if base is not None:
@@ -300,13 +305,8 @@ class Supervisor:
         control_r, control_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            for fd in (events_r, events_w, control_r, control_w):
-                os.close(fd)
-            raise SupervisorError(f"cannot fork worker {name}: {exc}") from exc
-        if pid == 0:  # pragma: no cover - runs in the child, which never returns
+
+        def run_worker(parent: int, keeper: int | None) -> NoReturn:  # pragma: no cover
             os.close(events_r)
             os.close(control_w)
             for other in self._live.values():
@@ -322,8 +322,24 @@ class Supervisor:
                 events_fd=events_w,
                 control_fd=control_r,
                 cgroup=cgroup,
+                keeper=keeper,
                 counter_dir=logdir / f"{name}.hits",
             )
+
+        keeper: _keeper.Keeper | None = None
+        try:
+            if cgroup is None:  # walk mode: a keeper above the worker holds its orphans
+                keeper = _keeper.spawn(lambda k: run_worker(k, k), close_in_worker=())
+                pid = keeper.root
+                _GUARD_FDS.update((keeper.hold_fd, keeper.report_fd))
+            else:
+                pid = os.fork()
+        except OSError as exc:
+            for fd in (events_r, events_w, control_r, control_w):
+                os.close(fd)
+            raise SupervisorError(f"cannot fork worker {name}: {exc}") from exc
+        if pid == 0:  # pragma: no cover - runs in the child, which never returns
+            run_worker(parent, None)
         os.close(events_w)
         os.close(control_r)
         # Both sides set the group, so a signal sent right after fork cannot miss it. Only the
@@ -339,7 +355,8 @@ class Supervisor:
             arms,
             events_fd=events_r,
             control_fd=control_w,
-            tree=ProcessTree(pid, cgroup),
+            tree=ProcessTree(pid, cgroup, None if keeper is None else keeper.pid),
+            keeper=keeper,
         )
         self._live[pid] = worker
         trace.append(
@@ -360,8 +377,9 @@ class Supervisor:
         events_fd: int,
         control_fd: int,
         cgroup: str | None,
+        keeper: int | None,
         counter_dir: Path,
-    ) -> None:  # pragma: no cover - child side
+    ) -> NoReturn:  # pragma: no cover - child side
         code = 0
         try:
             with contextlib.suppress(OSError):
@@ -391,7 +409,7 @@ class Supervisor:
                 arms=arms,
                 events_fd=events_fd,
                 control_fd=control_fd,
-                tree=ProcessTree(os.getpid(), cgroup),
+                tree=ProcessTree(os.getpid(), cgroup, keeper),
                 counter_dir=str(counter_dir),
             )
             target()
@@ -412,12 +430,13 @@ class Supervisor:
             stack_dump: str | None = None
             if not ready:
                 stack_dump = self._dump_and_kill(worker, pidfd)
-            _, status = os.waitpid(worker.pid, 0)
+            status = self._reap(worker)
             # read once, and only when a crash line can matter: a death by signal
             events = trace.read(trace_path) if os.WIFSIGNALED(status) else []
             if worker.tree is not None and worker.tree.cgroup is None:
                 _await_killers(worker, events)
             stragglers = self._end_tree(worker)
+            self._let_go(worker)
             self._live.pop(worker.pid, None)  # reaped; on an interrupt kill_all still owns it
             worker.ended = True
             worker.close_pipes()
@@ -538,6 +557,20 @@ class Supervisor:
         self._kill_tree(worker)
 
     @staticmethod
+    def _reap(worker: RunningWorker) -> int:
+        """Wait for the worker's first process to end; its wait status."""
+        if worker.keeper is not None:
+            return worker.keeper.wait_status()
+        return os.waitpid(worker.pid, 0)[1]
+
+    @staticmethod
+    def _let_go(worker: RunningWorker) -> None:
+        """Done with a worker: its keeper (walk mode) kills what is left under it and exits."""
+        if worker.keeper is not None:
+            _GUARD_FDS.difference_update((worker.keeper.hold_fd, worker.keeper.report_fd))
+            worker.keeper.release()
+
+    @staticmethod
     def _kill_tree(worker: RunningWorker) -> None:
         if worker.tree is not None:
             worker.tree.kill()
@@ -552,8 +585,9 @@ class Supervisor:
         as they would on a machine where only the parent died."""
         if worker.tree is None:
             return 0
-        if any(a.scope == "parent" for a in worker.arms) and worker.tree.cgroup is not None:
-            worker.tree.wait_empty(ORPHAN_GRACE_S)
+        tree = worker.tree
+        if any(a.scope == "parent" for a in worker.arms) and (tree.cgroup or tree.keeper):
+            tree.wait_empty(ORPHAN_GRACE_S)
         remaining = worker.tree.members() - {worker.pid}
         left = {pid for pid in remaining if not _tree.dying(pid)}
         if remaining:
@@ -735,10 +769,14 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+                if worker is not None:
+                    self._reap(worker)
+                else:
+                    os.waitpid(pid, 0)
             worker = self._live.pop(pid, None)
             if worker is not None:
                 self._end_tree(worker)
+                self._let_go(worker)
                 worker.close_pipes()
         # a forked job process inherits this object; only the creator removes the directory
         if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():

@@ -209,3 +209,51 @@ def _hangs_with_pool(config: WorkerConfig) -> None:
 
 
 HANGS_WITH_POOL = replace(HANGS, name="tests._systems:HANGS_WITH_POOL", main=_hangs_with_pool)
+
+#: env var naming a file: each daemon a DAEMONISES worker leaves appends "pid start_time"
+DAEMON_FILE_ENV = "CH_TEST_DAEMON_FILE"
+
+
+def _start_time(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2 :].split()[19])
+
+
+def _daemonise(config: WorkerConfig) -> None:
+    """Leave a daemon the classic way (fork, ``setsid``, fork, the middle one exits): it
+    ignores the polite signals, records itself in ``CH_TEST_DAEMON_FILE`` and sleeps forever.
+    Returns once the daemon is recorded."""
+    ready_r, ready_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
+            me = os.getpid()
+            with open(os.environ[DAEMON_FILE_ENV], "a") as f:
+                f.write(f"{me} {_start_time(me)}\n")
+            os.write(ready_w, b"ready")
+            while True:
+                signal.pause()
+        os._exit(0)
+    os.close(ready_w)
+    os.waitpid(middle, 0)
+    os.read(ready_r, 5)  # the daemon is recorded (or gone, and the test will say so)
+    os.close(ready_r)
+
+
+def _leaves_a_daemon(config: WorkerConfig) -> None:
+    """The reference, after leaving a daemon behind: a straggler in every case it runs."""
+    _daemonise(config)
+    _REF.main(config)
+
+
+def _hangs_with_daemon(config: WorkerConfig) -> None:
+    """Leaves a daemon, then hangs (saying so on ``CH_TEST_READY_FIFO``)."""
+    _daemonise(config)
+    _hangs(config)
+
+
+LEAVES_DAEMON = _on_reference("LEAVES_DAEMON", "the reference, leaving a daemon", _leaves_a_daemon)
+HANGS_WITH_DAEMON = replace(HANGS, name="tests._systems:HANGS_WITH_DAEMON", main=_hangs_with_daemon)

@@ -241,3 +241,61 @@ def test_cgroups_of_a_dead_harness_are_swept(tmp_path: Path) -> None:
         if _alive(orphan):
             os.kill(orphan, signal.SIGKILL)
             os.waitpid(orphan, 0)
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(b")") + 2 :].split()[19])
+
+
+def _double_forks_a_daemon(outdir: Path) -> None:
+    """A worker that daemonises a child the classic way (fork, setsid, fork, the middle one
+    exits) and then ends: the grandchild's parent is gone before the worker's is."""
+    ready_r, ready_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            me = os.getpid()
+            (outdir / "daemon.pid").write_text(f"{me} {_start_time(me)}")
+            os.write(ready_w, b"ready")
+            while True:
+                signal.pause()
+        os._exit(0)
+    os.close(ready_w)
+    os.waitpid(middle, 0)
+    assert os.read(ready_r, 5) == b"ready"  # the daemon lives, its pid written
+
+
+def _kill_if_same(record: Path) -> None:
+    """Teardown: SIGKILL the recorded process if it still is the one recorded (pid + start)."""
+    if not record.exists():
+        return
+    pid, start = (int(x) for x in record.read_text().split())
+    if _start_time(pid) == start:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_double_forked_daemon_is_a_straggler_in_walk_mode_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a cgroup, a daemon that double-forked away from its worker is re-parented to
+    the worker's keeper (a child subreaper), so it is found, killed and counted."""
+    monkeypatch.setenv(TREE_MODE_ENV, "walk")
+    out = tmp_path / "out"
+    out.mkdir()
+    t = tmp_path / "trace.jsonl"
+    try:
+        with Supervisor(workdir=tmp_path) as sup:
+            assert sup.tree_mode == "walk"
+            w = sup.start("w1", partial(_double_forks_a_daemon, out), trace_path=t)
+            outcome = sup.wait(w, timeout_s=60, trace_path=t)
+        pid, start = (int(x) for x in (out / "daemon.pid").read_text().split())
+        assert outcome.kind is OutcomeKind.COMPLETED
+        assert outcome.stragglers == 1
+        assert _start_time(pid) != start or not _alive(pid), "the daemon outlived its worker"
+    finally:
+        _kill_if_same(out / "daemon.pid")

@@ -92,8 +92,28 @@ def workers_line(case: Mapping[str, Any]) -> str:
             how += f" by {w['signal']}"
         elif w.get("exit_code"):
             how += f" with exit code {w['exit_code']}"
-        parts.append(f"{w['worker']} (pid {w['pid']}) {how} after {float(w['duration_s']):.2f}s")
+        left = int(w.get("stragglers") or 0)
+        said = f", leaving {left} straggler(s) the harness killed" if left else ""
+        parts.append(
+            f"{w['worker']} (pid {w['pid']}) {how} after {float(w['duration_s']):.2f}s{said}"
+        )
     return " → ".join(parts)
+
+
+def straggler_lines(report: Mapping[str, Any]) -> list[str]:
+    """One sentence per worker that left processes running after its first process ended
+    (each was killed then). Every format shows them, passing cases included: a worker whose
+    daemon outlives it would outlive a real deployment's restart too."""
+    return [line for case in report["cases"] for line in case_straggler_lines(case)]
+
+
+def case_straggler_lines(case: Mapping[str, Any]) -> list[str]:
+    return [
+        f"{case['id']}: worker {w['worker']} (pid {w['pid']}) left {w['stragglers']}"
+        " process(es) running after it ended; the harness killed them"
+        for w in case.get("workers", [])
+        if w.get("stragglers")
+    ]
 
 
 def effects_line(case: Mapping[str, Any]) -> str:

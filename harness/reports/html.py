@@ -35,6 +35,7 @@ from harness.reports._common import (
     partial_note,
     reason,
     repeat_because,
+    straggler_lines,
     title_parts,
     title_text,
 )
@@ -59,6 +60,8 @@ pre { background: #263238; color: #eceff1; padding: 10px 12px; border-radius: 6p
 .banner.unknown { background: var(--unknown); color: var(--unknown-ink); }
 .banner.pass { background: var(--pass); }
 .banner.partial { background: #546e7a; }
+.stragglers { background: #fff8e1; border: 1px solid #ffca28; padding: 10px 14px;
+  margin: 10px 0; }
 .partial-note { background: #fff3e0; border: 1px solid #ffb74d; padding: 10px 14px;
                 border-radius: 6px; margin-bottom: 10px; }
 .meta { display: flex; flex-wrap: wrap; gap: 6px 22px; color: var(--muted); margin: 8px 0; }
@@ -136,6 +139,14 @@ def render_html(
         parts.append(f'<div class="partial-note"><b>⏸ {_md_code(note)}</b></div>')
     parts.append(f'<div class="banner {level}">{escape(sentence)}</div>')
     parts.append(_meta(report))
+    left = straggler_lines(report)
+    if left:
+        parts.append(
+            f'<div class="stragglers"><b>⚠ Stragglers ({len(left)})</b>: processes that'
+            " outlived their worker<ul>"
+            + "".join(f"<li>{escape(line)}</li>" for line in left)
+            + "</ul></div>"
+        )
     s = report["summary"]
     if s["invariants_violated"]:
         parts.append(
@@ -502,7 +513,7 @@ def _workers(case: Mapping[str, Any]) -> str:
         how = w.get("signal") or (w.get("exit_code") if w.get("exit_code") is not None else "")
         rows.append(
             f"<tr><td>{escape(str(w['worker']))}</td><td>{w['pid']}</td>"
-            f"<td>{escape(str(w['outcome']))}</td><td>{escape(where)}</td>"
+            f"<td>{escape(str(w['outcome']))}{_left(w)}</td><td>{escape(where)}</td>"
             f"<td>{escape(str(how))}</td>"
             f'<td class="num">{float(w["duration_s"]):.3f}s</td></tr>'
         )
@@ -518,6 +529,11 @@ def _workers(case: Mapping[str, Any]) -> str:
         "<table><tr><th>worker</th><th>pid</th><th>outcome</th><th>killed at</th>"
         f"<th>signal / exit</th><th>ran</th></tr>{''.join(rows)}</table>"
     )
+
+
+def _left(worker: Mapping[str, Any]) -> str:
+    n = int(worker.get("stragglers") or 0)
+    return f" (left {n} straggler(s), killed)" if n else ""
 
 
 def _determinism(report: Mapping[str, Any]) -> str:

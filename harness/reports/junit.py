@@ -23,6 +23,7 @@ from typing import Any
 
 from harness.reports._common import (
     by_look,
+    case_straggler_lines,
     case_where,
     compact,
     duplicated_destinations,
@@ -33,6 +34,7 @@ from harness.reports._common import (
     not_judged_groups,
     reason,
     repeat_sentence,
+    straggler_lines,
     workers_line,
 )
 
@@ -58,6 +60,9 @@ def render_junit(report: Mapping[str, Any]) -> str:
         if report.get(key) is not None:
             ET.SubElement(props, "property", name=key, value=str(report[key]))
     ET.SubElement(props, "property", name="version", value=str(report["tool"]["version"]))
+    left = straggler_lines(report)
+    if left:
+        ET.SubElement(props, "property", name="stragglers", value=str(len(left)))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for case in report["cases"]:
         counts["tests"] += 1
@@ -109,14 +114,18 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int], *, dr
     #: only what a checker could not decide; a not-judged check is no reason for an error
     unknown = dict(groups["undecided"])
     blind = not_judged_groups(case)
-    if blind:  # first, as JUnit readers that take testcase properties expect
+    left = case_straggler_lines(case)
+    if blind or left:  # first, as JUnit readers that take testcase properties expect
         props = ET.SubElement(tc, "properties")
+    if blind:
         names = [n for _, group in blind for n in group]
         ET.SubElement(props, "property", name="not_judged", value=", ".join(names))
         for why, group in blind:
             ET.SubElement(
                 props, "property", name="not_judged_because", value=f"{why}: {', '.join(group)}"
             )
+    for line in left:
+        ET.SubElement(props, "property", name="straggler", value=line)
     if case["verdict"] == "fail":
         counts["failures"] += 1
         names = list(failed) or ["verdict"]
@@ -162,6 +171,7 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int], *, dr
     out.append(f"workers: {workers_line(case)}")
     out.append(f"provider: {effects_line(case)}")
     out += [f"note: {n}" for n in case["notes"]]
+    out += [f"straggler: {line}" for line in left]
     out += [f"not judged (not a failure): {why}: {', '.join(names)}" for why, names in blind]
     ET.SubElement(tc, "system-out").text = "\n".join(out) + "\n"
     tails = [

@@ -28,6 +28,7 @@ from harness.reports._common import (
     partial_note,
     reason,
     repeat_sentence,
+    straggler_lines,
     workers_line,
 )
 
@@ -36,6 +37,8 @@ _ICON = {"fail": "❌", "unknown": "⚠️", "gap": "❌", "pass": "✅", "parti
 MAX_DETAILED = 25
 #: evidence per invariant, as one line of compact JSON
 EVIDENCE_CHARS = 600
+#: straggler sentences listed (a campaign of a daemonising worker has one per case)
+MAX_STRAGGLERS = 20
 
 
 def _cell(text: str) -> str:
@@ -66,6 +69,13 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report.get("expected_violation"):
         meta.insert(1, f"expected to break `{report['expected_violation']}`")
     lines += [" · ".join(meta), ""]
+    left = straggler_lines(report)
+    if left:
+        lines += [f"⚠️ **Stragglers ({len(left)})**: processes that outlived their worker", ""]
+        lines += [f"- {_cell(line)}" for line in left[:MAX_STRAGGLERS]]
+        if len(left) > MAX_STRAGGLERS:
+            lines.append(f"- … and {len(left) - MAX_STRAGGLERS} more (report.json)")
+        lines.append("")
     lines += _matrix(report)
     bad = not_passing(report)
     if bad:
