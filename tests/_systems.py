@@ -209,3 +209,20 @@ def _hangs_with_pool(config: WorkerConfig) -> None:
 
 
 HANGS_WITH_POOL = replace(HANGS, name="tests._systems:HANGS_WITH_POOL", main=_hangs_with_pool)
+
+
+#: env var naming a marker file: HANGS_ONCE's first incarnation creates it
+HANGS_ONCE_MARKER_ENV = "CH_TEST_HANGS_ONCE_MARKER"
+
+
+def _hangs_once(config: WorkerConfig) -> None:
+    """Hangs in its first incarnation ever (announcing it on ``CH_TEST_READY_FIFO``), the
+    reference in every later one: a case the test can act in, then cases that can pass."""
+    marker = Path(os.environ[HANGS_ONCE_MARKER_ENV])
+    if not marker.exists():
+        marker.touch()
+        _hangs(config)
+    _REF.main(config)
+
+
+HANGS_ONCE = _on_reference("HANGS_ONCE", "hangs once, then the reference", _hangs_once)
