@@ -70,7 +70,8 @@ class OutcomeKind(StrEnum):
     DIED = "died"
     HUNG = "hung"
     #: a daemon worker the harness stopped once the system had settled (or the settle
-    #: deadline passed): by its documented stop signal, or by SIGKILL when it ignored that
+    #: deadline passed): by its documented stop signal, or by SIGKILL when it ignored that;
+    #: also a worker killed because its case's provider died (``harness._provider_watch``)
     STOPPED = "stopped"
     #: a worker that exited with a code its scenario calls normal after one of its processes
     #: was killed as planned (``[worker] exits_after_crash``): restarted, no anomaly
