@@ -54,6 +54,8 @@ HARNESS_LIVENESS_GRACE_S = 0.5
 DRAIN_TIMEOUT_S = 10.0
 #: how long a failed call to the provider waits to see its process end
 DEATH_GRACE_S = _provider_watch.DEATH_GRACE_S
+#: how often a case is opened on a provider that dies as it opens, before it is given up
+OPENING_ATTEMPTS = 3
 
 __all__ = [
     "CampaignResult",
@@ -88,6 +90,9 @@ class CaseResult:
     runs: list[CaseResult] = field(default_factory=list)
     #: what became of each planned step (landed, not reached, ...), in order
     step_records: list[StepRecord] = field(default_factory=list)
+    #: why nothing in this case can be decided, whatever its invariants say (its provider
+    #: died under it, or was gone before it could run); None for a case judged as usual
+    undecided_because: str | None = None
 
     @property
     def all_landed(self) -> bool:
@@ -118,6 +123,11 @@ class CaseResult:
             "notes": self.notes,
             "duration_s": round(self.duration_s, 3),
             **({"runs": [r.run_json() for r in self.runs]} if self.runs else {}),
+            **(
+                {"undecided_because": self.undecided_because}
+                if self.undecided_because is not None
+                else {}
+            ),
         }
 
     def run_json(self) -> dict[str, Any]:
@@ -374,25 +384,37 @@ class Campaign:
         validate_cases(self.settings.system, [case])
         # a provider that died between cases (or in the last one, and would not restart
         # then) is restarted on its log before this case opens its epoch; one that will not
-        # restart now is gone for good
-        revived = self._revive_provider()
-        if self.provider_gone is not None:
-            return not_run(self.settings, case, self.provider_gone)
-        result = run_case(
-            self.settings,
-            case,
-            self.workload,
-            provider=self.provider,
-            supervisor=self.supervisor,
-            secret=self.secret,
-            workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
-            provider_advances=self.provider_advances,
-            credentials=self.credentials,
-        )
-        if revived is not None:
-            result.notes.insert(0, revived)
-        self._follow_smtp_port()
-        return result
+        # restart now is gone for good. One that dies as the case opens (before any worker
+        # of it ran: a failure past that point is the case's own) is restarted, and the
+        # case run again from the start.
+        notes: list[str] = []
+        for _ in range(OPENING_ATTEMPTS):
+            revived = self._revive_provider()
+            if revived is not None:
+                notes.append(revived)
+            if self.provider_gone is not None:
+                return not_run(self.settings, case, self.provider_gone)
+            try:
+                result = run_case(
+                    self.settings,
+                    case,
+                    self.workload,
+                    provider=self.provider,
+                    supervisor=self.supervisor,
+                    secret=self.secret,
+                    workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
+                    provider_advances=self.provider_advances,
+                    credentials=self.credentials,
+                )
+            except Exception:
+                if _provider_watch.death(self.provider, grace_s=DEATH_GRACE_S) is None:
+                    raise
+                continue
+            result.notes[:0] = notes
+            self._follow_smtp_port()
+            return result
+        name = _provider_watch.name_of(self.provider)
+        return not_run(self.settings, case, f"{name} died {OPENING_ATTEMPTS} times as it opened")
 
     def _revive_provider(self) -> str | None:
         """If the provider is found dead before a case, restart it (a note for that case),
@@ -653,6 +675,7 @@ def run_case(
         replay=replay_command(settings, case),
         timeline=timeline,
         step_records=list(ctx.steps),
+        undecided_because=None if lost is None else f"{lost} during the case",
     )
 
 
@@ -692,6 +715,7 @@ def not_run(settings: CampaignSettings, case: CaseSpec, why: str) -> CaseResult:
         duration_s=0.0,
         replay=replay_command(settings, case),
         step_records=[StepRecord(str(s), Landing.NOT_RUN, f"not run: {why}") for s in case.steps],
+        undecided_because=f"not run: {why}",
     )
 
 
