@@ -19,7 +19,9 @@ from fake_providers._errors import ProviderStartError
 from harness import systems
 from harness._lifeline import LifelineCut
 from harness.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.errors import ExitStatus
 from harness.invariants import Status
+from harness.outcome import Expectation, judge
 from harness.supervisor import OutcomeKind, Supervisor
 from tests._procs import processes_with, wait_ready
 
@@ -103,9 +105,11 @@ def _hangs() -> None:
     signal.pause()
 
 
-def test_a_wait_on_a_worker_ends_when_its_lifeline_ends(tmp_path: Path) -> None:
-    """The supervisor watches its lifelines in every wait: a hung worker's wait ends with
-    LifelineCut when the watched process is killed, and the worker can then be reaped."""
+@pytest.mark.parametrize("how", ["wait", "ends_within", "pause", "wait_event"])
+def test_a_wait_on_a_worker_ends_when_its_lifeline_ends(tmp_path: Path, how: str) -> None:
+    """The supervisor watches its lifelines in every wait (for a worker's end, its events, a
+    daemon's poll, the pause between settle probes): each ends with LifelineCut when the
+    watched process is killed, and the worker can then be killed and reaped."""
     trace = tmp_path / "trace.jsonl"
     lifeline = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
     try:
@@ -113,8 +117,14 @@ def test_a_wait_on_a_worker_ends_when_its_lifeline_ends(tmp_path: Path) -> None:
             sup.lifelines.watch("provider test", lifeline.pid)
             worker = sup.start("w1", _hangs, trace_path=trace)
             lifeline.kill()
+            waits = {
+                "wait": lambda: sup.wait(worker, timeout_s=120, trace_path=trace),
+                "ends_within": lambda: sup.ends_within(worker, 120),
+                "pause": lambda: sup.pause(120),
+                "wait_event": lambda: sup.wait_event(worker, timeout_s=120),
+            }
             with pytest.raises(LifelineCut, match=rf"provider test \(pid {lifeline.pid}\) ended"):
-                sup.wait(worker, timeout_s=120, trace_path=trace)
+                waits[how]()
             sup.kill(worker, trace_path=trace, reason="lifeline cut")
             outcome = sup.wait(worker, timeout_s=60, trace_path=trace)  # fired once: reaped
             assert sup.live_pids == []
@@ -173,3 +183,33 @@ def test_a_provider_that_will_not_restart_leaves_every_later_case_unknown(
         assert "exited with status 1 before ready" in result.notes[0]
     assert [r.landing.value for r in later[1].step_records] == ["not_run"]
     assert len(attempts) == 2  # restart() tries the old port, then any: once, not per case
+
+
+def test_a_case_lost_with_its_provider_is_inconclusive_never_a_gap_or_a_pass() -> None:
+    """Judged from the report: a case whose provider died is undecided whatever its held
+    invariants say, and its boundary, uncovered in a full plan, is undecided, not a gap."""
+    lost = "provider payments (pid 7) was killed by SIGKILL during the case"
+    case = {
+        "id": "crash@after_claim#1",
+        "boundary": "after_claim",
+        "verdict": "unknown",
+        "invariants": {
+            "exactly_once_effect": {"status": "pass", "summary": "ok", "evidence": {}},
+            "no_silent_loss": {"status": "unknown", "summary": "undecided", "evidence": {}},
+        },
+        "workers": [{"worker": "w1", "outcome": "stopped"}],
+        "landings": [{"step": "crash@after_claim#1", "landing": "not_run", "detail": lost}],
+        "notes": [lost],
+        "undecided_because": lost,
+    }
+    report = {
+        "cases": [case],
+        "summary": {"not_run": 0, "boundaries_uncovered": ["after_claim"]},
+        "plan": {"full": True},
+    }
+    outcome = judge(report)
+    assert outcome.status is ExitStatus.INCONCLUSIVE, outcome.message
+    assert outcome.gaps == []
+    assert outcome.undecided == [f"crash@after_claim#1: {lost}"]
+    held = judge(report, Expectation(hold=("exactly_once_effect",)))
+    assert held.status is ExitStatus.INCONCLUSIVE, held.message
