@@ -136,6 +136,12 @@ class ProviderProcess:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def returncode(self) -> int | None:
+        """None while the server runs (or before it started), else how it ended: its exit
+        status, or minus the signal that killed it (``-9``: SIGKILL)."""
+        return None if self._proc is None else self._proc.poll()
+
+    @property
     def port(self) -> int:
         """The TCP port currently (or last) served."""
         port = urlsplit(self.url).port

@@ -209,7 +209,7 @@ class CaseContext:
         quiet_since = began
         rounds = 0
         while True:
-            if _ends_within(worker, settle.interval_s):
+            if self.supervisor.ends_within(worker, settle.interval_s):
                 return self.supervisor.wait(
                     worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
                 )
@@ -294,7 +294,7 @@ class CaseContext:
             silent = False
             if event is None and budget_s is not None and not _ended(worker):
                 left = budget_s - (time.monotonic() - waited_from)
-                silent = left <= 0 or not _ends_within(worker, left)
+                silent = left <= 0 or not self.supervisor.ends_within(worker, left)
             if silent:
                 self.record("liveness_undetected", target=worker.name, budget_s=budget_s)
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
@@ -371,7 +371,7 @@ class CaseContext:
             # Recovery in a real system runs on its own wall-clock timers (a visibility
             # timeout, a heartbeat), which nothing here can signal or compress: look again
             # after the scenario's probe interval.
-            time.sleep(min(settle.interval_s, max(0.0, deadline - time.monotonic())))
+            self.supervisor.pause(min(settle.interval_s, max(0.0, deadline - time.monotonic())))
             ok, hook_output = settle.recover(config)
             self.record("recovery_hook", ok=ok, output=hook_output)
             self.watch(self.spawn(), kill_when_flagged=self.replace_flagged_workers)

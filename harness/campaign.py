@@ -14,7 +14,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,11 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
-from harness import _db, _faketime, _scratch, _secrets
+from harness import _db, _faketime, _provider_watch, _scratch, _secrets
 from harness import credentials as credentials_mod
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
+from harness._lifeline import LifelineCut
 from harness.clock import SharedClock, start_for_seed
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS, FaultSpec
@@ -52,6 +53,10 @@ HARNESS_LIVENESS_GRACE_S = 0.5
 #: how long a case waits, once its workers are done, for the provider to answer or drop every
 #: request of the case's epoch (a held reply) before it is observed
 DRAIN_TIMEOUT_S = 10.0
+#: how long a failed call to the provider waits to see its process end
+DEATH_GRACE_S = _provider_watch.DEATH_GRACE_S
+#: how often a case is opened on a provider that dies as it opens, before it is given up
+OPENING_ATTEMPTS = 3
 
 __all__ = [
     "CampaignResult",
@@ -89,6 +94,9 @@ class CaseResult:
     #: the case's SQLite ledger file when ``--db`` named one (another run may share it, so
     #: this run's ledgers can carry a name of their own: ``_db.SqliteClaim``)
     ledger: str | None = None
+    #: why nothing in this case can be decided, whatever its invariants say (its provider
+    #: died under it, or was gone before it could run); None for a case judged as usual
+    undecided_because: str | None = None
 
     @property
     def all_landed(self) -> bool:
@@ -120,6 +128,11 @@ class CaseResult:
             "duration_s": round(self.duration_s, 3),
             **({"runs": [r.run_json() for r in self.runs]} if self.runs else {}),
             **({"ledger": self.ledger} if self.ledger else {}),
+            **(
+                {"undecided_because": self.undecided_because}
+                if self.undecided_because is not None
+                else {}
+            ),
         }
 
     def run_json(self) -> dict[str, Any]:
@@ -307,6 +320,9 @@ class Campaign:
         self.supervisor: Supervisor | None = None
         #: every move of this campaign's provider clock, shared by its cases (timelines)
         self.provider_advances: list[tuple[float, float]] = []
+        #: why the provider is gone for good (it died and would not restart): every later
+        #: case is then reported unknown, not run
+        self.provider_gone: str | None = None
 
     def __enter__(self) -> Campaign:
         # what runs killed before they could clean up left behind (work dirs, case schemas)
@@ -332,6 +348,7 @@ class Campaign:
             _secrets.hand_out(self.provider.admin_token)
             self._speak_preset(preset, self.provider)
             self.supervisor = self._stack.enter_context(Supervisor(workdir=self.workdir))
+            _provider_watch.watch(self.provider, self.supervisor)
         except BaseException:
             self._stack.close()
             raise
@@ -389,16 +406,65 @@ class Campaign:
         assert self.provider is not None, "use `with Campaign(...)`"
         assert self.supervisor is not None
         validate_cases(self.settings.system, [case])
-        return run_case(
-            self.settings,
-            case,
-            self.workload,
-            provider=self.provider,
-            supervisor=self.supervisor,
-            secret=self.secret,
-            workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
-            provider_advances=self.provider_advances,
-            credentials=self.credentials,
+        # a provider that died between cases (or in the last one, and would not restart
+        # then) is restarted on its log before this case opens its epoch; one that will not
+        # restart now is gone for good. One that dies as the case opens (before any worker
+        # of it ran: a failure past that point is the case's own) is restarted, and the
+        # case run again from the start.
+        notes: list[str] = []
+        for _ in range(OPENING_ATTEMPTS):
+            revived = self._revive_provider()
+            if revived is not None:
+                notes.append(revived)
+            if self.provider_gone is not None:
+                return not_run(self.settings, case, self.provider_gone)
+            try:
+                result = run_case(
+                    self.settings,
+                    case,
+                    self.workload,
+                    provider=self.provider,
+                    supervisor=self.supervisor,
+                    secret=self.secret,
+                    workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
+                    provider_advances=self.provider_advances,
+                    credentials=self.credentials,
+                )
+            except Exception:
+                if _provider_watch.death(self.provider, grace_s=DEATH_GRACE_S) is None:
+                    raise
+                continue
+            result.notes[:0] = notes
+            self._follow_smtp_port()
+            return result
+        name = _provider_watch.name_of(self.provider)
+        return not_run(self.settings, case, f"{name} died {OPENING_ATTEMPTS} times as it opened")
+
+    def _revive_provider(self) -> str | None:
+        """If the provider is found dead before a case, restart it (a note for that case),
+        or record that it is gone for good."""
+        assert self.provider is not None
+        assert self.supervisor is not None
+        if self.provider_gone is not None or self.provider.running:
+            return None
+        lost = _provider_watch.death(self.provider) or _provider_watch.name_of(self.provider)
+        failed = _provider_watch.revive(self.provider, self.supervisor)
+        if failed is not None:
+            self.provider_gone = f"{lost} and could not be restarted ({failed})"
+            return None
+        return f"{lost} before this case; restarted on its log (pid {self.provider.pid})"
+
+    def _follow_smtp_port(self) -> None:
+        """A restarted SMTP provider that could not have its old port back: workers of the
+        next cases get the new one (unless the scenario set it itself)."""
+        assert self.provider is not None
+        port = self.provider.smtp_port
+        overrides = self.settings.worker_overrides
+        given = self.given_settings.worker_overrides
+        if "provider_smtp_port" in given or overrides.get("provider_smtp_port") == port:
+            return
+        self.settings = replace(
+            self.settings, worker_overrides={**overrides, "provider_smtp_port": port}
         )
 
 
@@ -560,24 +626,19 @@ def run_case(
             lifecycle=settings.lifecycle,
             started_at=started,
         )
-        for index, step in enumerate(case.steps):
-            prepare = FAULTS[step.fault].prepare
-            if prepare is not None:
-                ctx.begin_step(index, step)
-                prepare(ctx, step)
-        for index, step in enumerate(case.steps):
-            if ctx.anomalous:
-                ctx.skip_step(step, "not run: an earlier worker died or hung on its own")
-                continue
-            ctx.begin_step(index, step)
-            FAULTS[step.fault].run(ctx, step)
-            if FAULTS[step.fault].confirm is None:
-                ctx.end_step(step)
-            else:  # judged from the provider's log once the case is over
-                ctx.steps.append(StepRecord(str(step), Landing.UNCONFIRMED, "pending"))
-                ctx.begin_step(-1, step)
-        ctx.finish()
-        _drain(ctx, provider, epoch)
+        try:
+            _drive(ctx, case)
+            _drain(ctx, provider, epoch)
+        except Exception as exc:  # a worker wait saw the provider end, or a call to it failed
+            lost = _provider_watch.death(
+                provider, grace_s=0 if isinstance(exc, LifelineCut) else DEATH_GRACE_S
+            )
+            if lost is None:
+                raise
+        else:  # it may have died once the workers were done (the drain could not reach it)
+            lost = _provider_watch.death(provider)
+        if lost is not None:
+            _provider_watch.abandon(ctx, case, lost)
         ctx.tear_down()
         policy = Policy(
             key_window_s=base_config.key_window_s,
@@ -611,7 +672,9 @@ def run_case(
     _confirm_steps(ctx, case, observation.effects)
     _explain_raises(ctx, observation.effects)
     checks = _after_deadline(_after_anomaly(run_all(observation), ctx.outcomes), events)
-    verdict = _verdict(checks, ctx.outcomes, ctx.steps, planned=len(case.steps))
+    if lost is not None:
+        checks = _undecided(checks, lost, f"{lost} during the case", names=checks)
+    verdict = _verdict(checks, ctx.outcomes, ctx.steps, planned=len(case.steps), lost=lost)
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
         from harness.reports import build_timeline
@@ -646,6 +709,47 @@ def run_case(
         timeline=timeline,
         step_records=list(ctx.steps),
         ledger=_given_ledger(settings, target),
+        undecided_because=None if lost is None else f"{lost} during the case",
+    )
+
+
+def _drive(ctx: CaseContext, case: CaseSpec) -> None:
+    """Prepare and run every planned step, then let fresh workers finish the work."""
+    for index, step in enumerate(case.steps):
+        prepare = FAULTS[step.fault].prepare
+        if prepare is not None:
+            ctx.begin_step(index, step)
+            prepare(ctx, step)
+    for index, step in enumerate(case.steps):
+        if ctx.anomalous:
+            ctx.skip_step(step, "not run: an earlier worker died or hung on its own")
+            continue
+        ctx.begin_step(index, step)
+        FAULTS[step.fault].run(ctx, step)
+        if FAULTS[step.fault].confirm is None:
+            ctx.end_step(step)
+        else:  # judged from the provider's log once the case is over
+            ctx.steps.append(StepRecord(str(step), Landing.UNCONFIRMED, "pending"))
+            ctx.begin_step(-1, step)
+    ctx.finish()
+
+
+def not_run(settings: CampaignSettings, case: CaseSpec, why: str) -> CaseResult:
+    """A case the campaign could not run (its provider is gone): unknown, never a pass."""
+    return CaseResult(
+        spec=case,
+        verdict=Status.UNKNOWN,
+        invariants={},
+        workers=[],
+        intended=0,
+        accepted=0,
+        reached={},
+        crash_fired=False,
+        notes=[f"not run: {why}"],
+        duration_s=0.0,
+        replay=replay_command(settings, case),
+        step_records=[StepRecord(str(s), Landing.NOT_RUN, f"not run: {why}") for s in case.steps],
+        undecided_because=f"not run: {why}",
     )
 
 
@@ -816,11 +920,18 @@ def _after_deadline(
     return _undecided(checks, why, f"the work was {why}, not given up by the system")
 
 
-def _undecided(checks: dict[str, CheckResult], why: str, said: str) -> dict[str, CheckResult]:
-    """Every failed invariant that needs the work finished, turned *unknown* because of
-    ``why`` (kept in its evidence), its own judgement kept in the summary."""
+def _undecided(
+    checks: dict[str, CheckResult],
+    why: str,
+    said: str,
+    *,
+    names: Iterable[str] = _NEEDS_COMPLETION,
+) -> dict[str, CheckResult]:
+    """Every failed invariant of ``names`` (by default those that need the work finished),
+    turned *unknown* because of ``why`` (kept in its evidence), its own judgement kept in
+    the summary."""
     out = dict(checks)
-    for name in _NEEDS_COMPLETION:
+    for name in list(names):
         check = out.get(name)
         if check is not None and check.status is Status.FAIL:
             out[name] = CheckResult(
@@ -837,11 +948,15 @@ def _verdict(
     steps: list[StepRecord] | None = None,
     *,
     planned: int = 0,
+    lost: str | None = None,
 ) -> Status:
-    """The case's verdict: a broken invariant first, then a planned step that did not land
-    (a gap: never a pass), then anything undecided, then pass."""
+    """The case's verdict: a broken invariant first, then a case whose provider was lost
+    (undecided, whatever its steps did), then a planned step that did not land (a gap: never
+    a pass), then anything undecided, then pass."""
     if any(c.status is Status.FAIL for c in checks.values()):
         return Status.FAIL
+    if lost is not None:
+        return Status.UNKNOWN
     records = steps or []
     missed = [r for r in records if r.landing in (Landing.NOT_REACHED, Landing.UNCONFIRMED)]
     if missed or (len(records) < planned and not any(o.kind in ANOMALIES for o in outcomes)):

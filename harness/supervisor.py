@@ -44,6 +44,7 @@ from typing import Any, NoReturn
 
 from harness import _boundary, _keeper, _secrets, _tree, trace
 from harness._boundary import Arm
+from harness._lifeline import Lifelines
 from harness._tree import ProcessTree
 from harness.errors import SupervisorError
 
@@ -75,7 +76,8 @@ class OutcomeKind(StrEnum):
     DIED = "died"
     HUNG = "hung"
     #: a daemon worker the harness stopped once the system had settled (or the settle
-    #: deadline passed): by its documented stop signal, or by SIGKILL when it ignored that
+    #: deadline passed): by its documented stop signal, or by SIGKILL when it ignored that;
+    #: also a worker killed because its case's provider died (``harness._provider_watch``)
     STOPPED = "stopped"
     #: a worker that exited with a code its scenario calls normal after one of its processes
     #: was killed as planned (``[worker] exits_after_crash``): restarted, no anomaly
@@ -253,6 +255,9 @@ class Supervisor:
         self._cgroup_checked = False
         self._guard: subprocess.Popen[bytes] | None = None
         self._started = 0
+        #: processes the workers cannot do without (the provider): every wait for a worker
+        #: also watches these, and raises ``LifelineCut`` the moment one ends
+        self.lifelines = Lifelines()
 
     @property
     def tree_mode(self) -> str:
@@ -278,10 +283,36 @@ class Supervisor:
 
     def __exit__(self, *exc: object) -> None:
         self.kill_all()
+        self.lifelines.close()
 
     @property
     def live_pids(self) -> list[int]:
         return list(self._live)
+
+    @property
+    def live_workers(self) -> list[RunningWorker]:
+        """Every worker started and not yet reaped, in the order they were started."""
+        return list(self._live.values())
+
+    def _poll(self, fds: list[int], timeout_s: float | None) -> list[int]:
+        """``wait_readable`` on ``fds`` and on every lifeline: ``LifelineCut`` if one ended."""
+        ready = wait_readable([*fds, *self.lifelines.fds], timeout_s)
+        self.lifelines.check(ready)
+        return ready
+
+    def ends_within(self, worker: RunningWorker, seconds: float) -> bool:
+        """Whether the worker's first process ends within ``seconds`` (its pidfd turns
+        ready); ``LifelineCut`` as soon as a lifeline ends instead."""
+        fd = os.pidfd_open(worker.pid)
+        try:
+            return fd in self._poll([fd], seconds)
+        finally:
+            os.close(fd)
+
+    def pause(self, seconds: float) -> None:
+        """Let ``seconds`` pass (between settle probes), ending early only by
+        ``LifelineCut``: a lost provider is never slept through."""
+        self._poll([], max(0.0, seconds))
 
     def start(
         self,
@@ -311,6 +342,7 @@ class Supervisor:
             os.close(control_w)
             for other in self._live.values():
                 other.close_pipes()
+            self.lifelines.close()  # the provider's pidfd is the harness's, not the worker's
             self._child(
                 target,
                 parent=parent,
@@ -426,7 +458,7 @@ class Supervisor:
         """Block until the worker ends (or its deadline passes) and say how it ended."""
         pidfd = os.pidfd_open(worker.pid)
         try:
-            ready = wait_readable([pidfd], timeout_s)
+            ready = self._poll([pidfd], timeout_s)
             stack_dump: str | None = None
             if not ready:
                 stack_dump = self._dump_and_kill(worker, pidfd)
@@ -489,7 +521,7 @@ class Supervisor:
         try:
             while b"\n" not in worker.pending:
                 left = max(0.0, deadline - time.monotonic())
-                ready = wait_readable([worker.events_fd, pidfd], left)
+                ready = self._poll([worker.events_fd, pidfd], left)
                 if worker.events_fd in ready:
                     chunk = os.read(worker.events_fd, 4096)
                     if chunk:
@@ -525,7 +557,7 @@ class Supervisor:
             while True:
                 by_fd = {w.events_fd: w for w in workers if w.events_fd is not None}
                 left = max(0.0, deadline - time.monotonic())
-                ready = set(wait_readable([*by_fd, *pidfds.values()], left))
+                ready = set(self._poll([*by_fd, *pidfds.values()], left))
                 if not ready:
                     return None
                 for fd in ready & set(by_fd):

@@ -257,3 +257,19 @@ def _hangs_with_daemon(config: WorkerConfig) -> None:
 
 LEAVES_DAEMON = _on_reference("LEAVES_DAEMON", "the reference, leaving a daemon", _leaves_a_daemon)
 HANGS_WITH_DAEMON = replace(HANGS, name="tests._systems:HANGS_WITH_DAEMON", main=_hangs_with_daemon)
+
+#: env var naming a marker file: HANGS_ONCE's first incarnation creates it
+HANGS_ONCE_MARKER_ENV = "CH_TEST_HANGS_ONCE_MARKER"
+
+
+def _hangs_once(config: WorkerConfig) -> None:
+    """Hangs in its first incarnation ever (announcing it on ``CH_TEST_READY_FIFO``), the
+    reference in every later one: a case the test can act in, then cases that can pass."""
+    marker = Path(os.environ[HANGS_ONCE_MARKER_ENV])
+    if not marker.exists():
+        marker.touch()
+        _hangs(config)
+    _REF.main(config)
+
+
+HANGS_ONCE = _on_reference("HANGS_ONCE", "hangs once, then the reference", _hangs_once)
