@@ -526,7 +526,11 @@ def run_case(
             settle=settings.settle,
             lifecycle=settings.lifecycle,
             started_at=started,
+            provider_epoch=epoch,
         )
+        # The case is judged on this epoch, by number, whatever the provider's current
+        # epoch is by then (a worker that reset the provider must not hide its effects).
+        ctx.record("provider_epoch", epoch=epoch)
         for index, step in enumerate(case.steps):
             prepare = FAULTS[step.fault].prepare
             if prepare is not None:
@@ -545,6 +549,7 @@ def run_case(
                 ctx.begin_step(-1, step)
         ctx.finish()
         _drain(ctx, provider, epoch)
+        _check_epoch(ctx, provider, epoch)
         ctx.tear_down()
         policy = Policy(
             key_window_s=base_config.key_window_s,
@@ -564,7 +569,9 @@ def run_case(
         # in the order they were started, not the order they happened to end (racers): two
         # runs of one seed report the same workers in the same order
         ctx.outcomes.sort(key=lambda o: _spawn_index(o.worker))
-        observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)
+        observation = _observe(
+            system, target, ctx.intended, provider, ctx.outcomes, policy, events, epoch=epoch
+        )
         observation = replace(
             observation,
             observed_at=clock.now(),
@@ -578,7 +585,13 @@ def run_case(
     _confirm_steps(ctx, case, observation.effects)
     _explain_raises(ctx, observation.effects)
     checks = _after_deadline(_after_anomaly(run_all(observation), ctx.outcomes), events)
-    verdict = _verdict(checks, ctx.outcomes, ctx.steps, planned=len(case.steps))
+    verdict = _verdict(
+        checks,
+        ctx.outcomes,
+        ctx.steps,
+        planned=len(case.steps),
+        evidence_doubted=bool(ctx.foreign_epochs),
+    )
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
         from harness.reports import build_timeline
@@ -663,6 +676,27 @@ def epoch_url(url: str, epoch: int) -> str:
     return f"{url.rstrip('/')}/epoch/{epoch}"
 
 
+def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
+    """The provider's epoch must still be the one the harness opened for the case: epochs
+    only grow, and only the harness resets them, so a newer one means someone else (a
+    worker that found the admin API) reset the provider while the case ran. The case is
+    still judged on its own epoch, whose records are kept, but it cannot pass."""
+    try:
+        current = int(provider.admin.health()["epoch"])
+    except Exception as exc:  # the provider is gone: nothing shows an epoch change
+        ctx.notes.append(f"provider epoch could not be checked after the case: {exc}")
+        return
+    if current == epoch:
+        return
+    ctx.foreign_epochs.append(current)
+    ctx.record("provider_epoch_changed", epoch=epoch, current_epoch=current)
+    ctx.notes.append(
+        f"the provider's epoch moved from {epoch} (opened by the harness for this case) to"
+        f" {current} while the case ran, and the harness reset nothing: something else used"
+        f" the provider's admin API; judged on epoch {epoch}, the case cannot pass"
+    )
+
+
 def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
     """A case ends when the provider has answered or dropped every request of its epoch."""
     try:
@@ -713,6 +747,8 @@ def _observe(
     outcomes: list[WorkerOutcome],
     policy: Policy,
     events: list[TraceEvent],
+    *,
+    epoch: int,
 ) -> Observation:
     try:
         engine = target.engine()
@@ -737,7 +773,7 @@ def _observe(
                 credential_id=e.credential_id,
                 status_code=e.status_code,
             )
-            for e in provider.admin.effects()
+            for e in provider.admin.effects(epoch=epoch)
         )
     except Exception:
         effects = None
@@ -803,9 +839,12 @@ def _verdict(
     steps: list[StepRecord] | None = None,
     *,
     planned: int = 0,
+    evidence_doubted: bool = False,
 ) -> Status:
     """The case's verdict: a broken invariant first, then a planned step that did not land
-    (a gap: never a pass), then anything undecided, then pass."""
+    (a gap: never a pass), then anything undecided, then pass. ``evidence_doubted`` (the
+    provider's epoch was changed by someone other than the harness) makes a would-be pass
+    undecided: a failure judged on the case's epoch still stands."""
     if any(c.status is Status.FAIL for c in checks.values()):
         return Status.FAIL
     records = steps or []
@@ -817,7 +856,7 @@ def _verdict(
         for c in checks.values()
         if c.status is Status.UNKNOWN and not c.summary.startswith(NOT_JUDGED)
     ]
-    if any(o.kind in ANOMALIES for o in outcomes) or undecided:
+    if any(o.kind in ANOMALIES for o in outcomes) or undecided or evidence_doubted:
         return Status.UNKNOWN
     return Status.PASS
 
