@@ -17,16 +17,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+import requests
+from click.testing import CliRunner
+
 from fake_providers import ProviderProcess
-from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV
+from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, SECRET_ENV
 from harness._case import Landing, StepRecord
 from harness.campaign import _verdict
+from harness.cli import main
 from harness.invariants import CheckResult, Status
 from harness.supervisor import OutcomeKind, WorkerOutcome
 from tests._systems import HOSTILE_REPORT_ENV, HOSTILE_SOURCES_ENV
+from tests.test_provider_cli import read_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: every provider secret variable (unset for a by-hand start, as a person's shell may not)
+PROVIDER_VARS = (ADMIN_TOKEN_ENV, CREDENTIALS_ENV, SECRET_ENV)
 #: what a user may have exported for a provider of their own, by hand
 USERS_OWN_TOKEN = "users-own-admin-token-0123456789"
 
@@ -127,3 +135,93 @@ def test_a_providers_environment_holds_none_of_its_secrets(
         assert provider.admin.health()["ok"]
         assert provider.admin.reset() == 2
         assert provider.admin.count() == 0
+
+
+SECRET = "by-hand-secret-0123456789"
+TOKEN = "by-hand-admin-token-0123456789"
+
+
+def _serve_by_hand(tmp_path: Path, *args: str, env: dict[str, str], stdin: bytes = b"") -> None:
+    """``crash-harness providers serve`` as a person starts it: the fixed secret and token
+    work, and its /proc/<pid>/environ holds neither (nor their variables' values)."""
+    argv = [sys.executable, "-m", "harness", "providers", "serve", "--preset", "payments"]
+    log = tmp_path / f"effects-{len(list(tmp_path.glob('effects-*.sqlite')))}.sqlite"
+    argv += ["--log", str(log), *args]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+        banner = read_until(proc, b"Ctrl-C to stop.", timeout_s=120)
+        url = banner.split("listening on ", 1)[1].split()[0]
+        environ = Path(f"/proc/{proc.pid}/environ").read_bytes()
+        assert SECRET.encode() not in environ
+        assert TOKEN.encode() not in environ
+        assert SECRET not in banner
+        assert TOKEN not in banner
+        body = {"destination": "a", "run_id": "r", "delivery_id": "d", "body": "x"}
+        sent = requests.post(
+            f"{url}/v1/messages",
+            json={**body, "recognizer": "ch-0123456789ab"},
+            headers={"Authorization": f"Bearer {SECRET}", "Idempotency-Key": "k"},
+            timeout=30,
+        )
+        assert sent.status_code == 200, sent.text
+        effects = requests.get(
+            f"{url}/_admin/effects", headers={"X-Admin-Token": TOKEN}, timeout=30
+        )
+        assert [e["idempotency_key"] for e in effects.json()["effects"]] == ["k"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("CRASH_HARNESS_PROVIDER_")}
+
+
+def test_serve_by_hand_from_0600_files_or_stdin(tmp_path: Path) -> None:
+    secret_file, token_file = tmp_path / "secret", tmp_path / "token"
+    for path, value in ((secret_file, SECRET), (token_file, TOKEN)):
+        path.write_text(value + "\n")
+        path.chmod(0o600)
+    args = ("--secret-file", str(secret_file), "--admin-token-file", str(token_file))
+    _serve_by_hand(tmp_path, *args, env=_clean_env())
+    args = ("--secret-file", str(secret_file), "--admin-token-file", "-")
+    _serve_by_hand(tmp_path, *args, env=_clean_env(), stdin=f"{TOKEN}\n".encode())
+
+
+def test_serve_by_hand_from_variables_blanks_them_in_proc_environ(tmp_path: Path) -> None:
+    """The documented variables still work; the values leave /proc/<pid>/environ at start
+    (05909b5: a same-user process read the admin token there for the provider's life)."""
+    env = {**_clean_env(), SECRET_ENV: SECRET, ADMIN_TOKEN_ENV: TOKEN}
+    _serve_by_hand(tmp_path, env=env)
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra", "names"),
+    [
+        (0o644, (), "--admin-token-file TOKEN: readable by group or others (mode 0644)"),
+        (0o600, ("--admin-token", TOKEN), "give --admin-token-file or --admin-token"),
+        (0o600, ("--secret-file", "-", "--admin-token-file", "-"), "cannot both read stdin"),
+    ],
+)
+def test_serve_refuses_a_readable_token_file_or_two_sources(
+    tmp_path: Path, monkeypatch: Any, mode: int, extra: tuple[str, ...], names: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("TOKEN").write_text(TOKEN)
+    Path("TOKEN").chmod(mode)
+    args = ["providers", "serve", "--preset", "chat", "--admin-token-file", "TOKEN", *extra]
+    if extra[-2:] == ("--admin-token-file", "-"):
+        args = ["providers", "serve", "--preset", "chat", *extra]
+    result = CliRunner().invoke(main, args, env=dict.fromkeys(PROVIDER_VARS))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert names in lines[0], result.stderr
+    assert TOKEN not in result.stderr
