@@ -585,6 +585,7 @@ def run_case(
     _confirm_steps(ctx, case, observation.effects)
     _explain_raises(ctx, observation.effects)
     checks = _after_deadline(_after_anomaly(run_all(observation), ctx.outcomes), events)
+    checks = _after_foreign_epoch(checks, epoch, ctx.foreign_epochs)
     verdict = _verdict(
         checks,
         ctx.outcomes,
@@ -816,6 +817,27 @@ def _after_deadline(
     probe = str((deadline.detail or {}).get("probe") or "").strip()
     why = "still pending at the settle deadline" + (f" ({probe})" if probe else "")
     return _undecided(checks, why, f"the work was {why}, not given up by the system")
+
+
+def _after_foreign_epoch(
+    checks: dict[str, CheckResult], epoch: int, foreign: list[int]
+) -> dict[str, CheckResult]:
+    """Someone other than the harness reset the provider during the case (``_check_epoch``):
+    a process of the case reached the provider's admin API, so no invariant judged on the
+    provider's word passes. Each pass becomes *unknown*, its own judgement (on the case's
+    epoch, by number) kept in the summary; a failure stands, its records are kept."""
+    if not foreign:
+        return checks
+    why = f"the provider's epoch moved from {epoch} to {foreign[-1]}, not by the harness"
+    out = dict(checks)
+    for name, check in checks.items():
+        if check.status is Status.PASS:
+            out[name] = CheckResult(
+                Status.UNKNOWN,
+                f"{name} could not decide: {why}; as judged on epoch {epoch}: {check.summary}",
+                {**check.evidence, "undecided_because": why},
+            )
+    return out
 
 
 def _undecided(checks: dict[str, CheckResult], why: str, said: str) -> dict[str, CheckResult]:

@@ -217,6 +217,8 @@ HOSTILE_REPORT_ENV = "CH_TEST_HOSTILE_REPORT"
 #: environment it can read, its own included, and its own credential), plus ``memory`` (the
 #: admin client a forked worker inherits from the harness)
 HOSTILE_SOURCES_ENV = "CH_TEST_HOSTILE_SOURCES"
+#: env var: ``0`` makes RESETS_EPOCH send each message once (it only resets the provider)
+HOSTILE_TWICE_ENV = "CH_TEST_HOSTILE_TWICE"
 
 
 def _token_candidates(config: WorkerConfig, sources: set[str]) -> list[tuple[str, str]]:
@@ -277,14 +279,15 @@ def _resets_epoch(config: WorkerConfig) -> None:
         sent: ClassVar[list[Any]] = []
 
         def attempt(self, claim: Any) -> None:
-            self.adapter_for(claim).send(
-                key=f"{claim.idempotency_key}-again",
-                destination=claim.destination,
-                run_id=claim.run_id,
-                delivery_id=claim.delivery_id,
-                body=claim.body,
-                recognizer=claim.recognizer,
-            )
+            if os.environ.get(HOSTILE_TWICE_ENV, "1") == "1":
+                self.adapter_for(claim).send(
+                    key=f"{claim.idempotency_key}-again",
+                    destination=claim.destination,
+                    run_id=claim.run_id,
+                    delivery_id=claim.delivery_id,
+                    body=claim.body,
+                    recognizer=claim.recognizer,
+                )
             self.sent.append(claim)
             super().attempt(claim)
 

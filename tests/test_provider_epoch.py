@@ -28,7 +28,7 @@ from harness.campaign import _verdict
 from harness.cli import main
 from harness.invariants import CheckResult, Status
 from harness.supervisor import OutcomeKind, WorkerOutcome
-from tests._systems import HOSTILE_REPORT_ENV, HOSTILE_SOURCES_ENV
+from tests._systems import HOSTILE_REPORT_ENV, HOSTILE_SOURCES_ENV, HOSTILE_TWICE_ENV
 from tests.test_provider_cli import read_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,17 +40,21 @@ USERS_OWN_TOKEN = "users-own-admin-token-0123456789"
 
 
 def _certify_hostile(
-    tmp_path: Path, sources: str
+    tmp_path: Path, sources: str, *, twice: bool = True
 ) -> tuple[int, str, dict[str, Any], dict[str, Any]]:
     """``certify --case baseline`` of the hostile worker; (exit, output, its report, case)."""
     hostile = tmp_path / "hostile.json"
     out = tmp_path / "reports"
+    scratch = tmp_path / "scratch"  # a kept work dir stays here, pruning nobody else's
+    scratch.mkdir()
     env = dict(
         os.environ,
         PYTHONPATH=str(ROOT),
         **{
+            "CRASH_HARNESS_TMPDIR": str(scratch),
             HOSTILE_REPORT_ENV: str(hostile),
             HOSTILE_SOURCES_ENV: sources,
+            HOSTILE_TWICE_ENV: "1" if twice else "0",
             ADMIN_TOKEN_ENV: USERS_OWN_TOKEN,
         },
     )
@@ -103,6 +107,21 @@ def test_a_reset_the_harness_did_not_make_is_evidence_and_hides_nothing(tmp_path
     moved = [n for n in case["notes"] if "epoch moved from" in n]
     assert moved, case["notes"]
     assert f"to {hostile['reset_to']}" in moved[0], case["notes"]
+
+
+def test_a_reset_alone_makes_the_case_unknown_never_a_pass(tmp_path: Path) -> None:
+    """Each message sent once, then the provider reset: nothing in the case's epoch is
+    wrong, but an epoch change the harness did not make means its evidence can be doubted:
+    unknown (exit 3), with the note naming both epochs (05909b5: exit 0)."""
+    code, printed, hostile, case = _certify_hostile(tmp_path, "environ,memory", twice=False)
+    assert hostile["reset_to"] is not None, hostile
+    assert code == 3, printed
+    assert case["verdict"] == "unknown", case
+    judged = case["invariants"]["exactly_once_effect"]
+    assert judged["status"] == "unknown", case
+    assert "as judged on epoch" in judged["summary"], judged
+    moved = [n for n in case["notes"] if "epoch moved from" in n]
+    assert moved, case["notes"]
 
 
 def test_an_epoch_change_turns_a_would_be_pass_into_unknown_and_keeps_a_failure() -> None:
