@@ -127,8 +127,9 @@ class CaseContext:
     #: the provider epoch the harness opened for this case: every read of the provider's
     #: log names it (None: the provider's current epoch, for a context built by hand)
     provider_epoch: int | None = None
-    #: epochs the provider moved to during the case that the harness did not open
-    foreign_epochs: list[int] = field(default_factory=list)
+    #: what someone other than the harness did to the provider during the case (a reset,
+    #: an edit of its log): the case cannot pass
+    provider_doubts: list[str] = field(default_factory=list)
     _torn_down: bool = False
     _spawned: int = 0
     _step_index: int | None = None

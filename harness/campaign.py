@@ -585,13 +585,13 @@ def run_case(
     _confirm_steps(ctx, case, observation.effects)
     _explain_raises(ctx, observation.effects)
     checks = _after_deadline(_after_anomaly(run_all(observation), ctx.outcomes), events)
-    checks = _after_foreign_epoch(checks, epoch, ctx.foreign_epochs)
+    checks = _after_doubt(checks, epoch, ctx.provider_doubts)
     verdict = _verdict(
         checks,
         ctx.outcomes,
         ctx.steps,
         planned=len(case.steps),
-        evidence_doubted=bool(ctx.foreign_epochs),
+        evidence_doubted=bool(ctx.provider_doubts),
     )
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
@@ -678,24 +678,34 @@ def epoch_url(url: str, epoch: int) -> str:
 
 
 def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
-    """The provider's epoch must still be the one the harness opened for the case: epochs
-    only grow, and only the harness resets them, so a newer one means someone else (a
-    worker that found the admin API) reset the provider while the case ran. The case is
-    still judged on its own epoch, whose records are kept, but it cannot pass."""
+    """The provider must still be in the epoch the harness opened for the case, and the log
+    file must hold exactly what the provider wrote in it. Epochs only grow and only the
+    harness resets them, so a newer one means someone else (a worker that found the admin
+    API) reset the provider while the case ran; the log is a file any process of the same
+    user can edit, and the provider audits it against what it wrote. Either is evidence:
+    the case is still judged on its own epoch, but it cannot pass."""
     try:
-        current = int(provider.admin.health()["epoch"])
-    except Exception as exc:  # the provider is gone: nothing shows an epoch change
-        ctx.notes.append(f"provider epoch could not be checked after the case: {exc}")
+        audit = provider.admin.audit(epoch)
+    except Exception as exc:  # the provider is gone: nothing shows a change
+        ctx.notes.append(f"provider epoch {epoch} could not be audited after the case: {exc}")
         return
-    if current == epoch:
-        return
-    ctx.foreign_epochs.append(current)
-    ctx.record("provider_epoch_changed", epoch=epoch, current_epoch=current)
-    ctx.notes.append(
-        f"the provider's epoch moved from {epoch} (opened by the harness for this case) to"
-        f" {current} while the case ran, and the harness reset nothing: something else used"
-        f" the provider's admin API; judged on epoch {epoch}, the case cannot pass"
-    )
+    current = int(audit.get("current_epoch", epoch))
+    if current != epoch:
+        ctx.record("provider_epoch_changed", epoch=epoch, current_epoch=current)
+        ctx.provider_doubts.append(f"the provider's epoch moved from {epoch} to {current}")
+        ctx.notes.append(
+            f"the provider's epoch moved from {epoch} (opened by the harness for this case) to"
+            f" {current} while the case ran, and the harness reset nothing: something else"
+            f" used the provider's admin API; judged on epoch {epoch}, the case cannot pass"
+        )
+    if audit.get("intact") is False:
+        problems = "; ".join(str(p) for p in audit.get("problems") or ())
+        ctx.record("provider_log_changed", epoch=epoch, problems=audit.get("problems"))
+        ctx.provider_doubts.append(f"the provider's log of epoch {epoch} was changed")
+        ctx.notes.append(
+            f"the provider's log of epoch {epoch} was changed by something other than the"
+            f" provider ({problems}); the case cannot pass"
+        )
 
 
 def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
@@ -819,16 +829,16 @@ def _after_deadline(
     return _undecided(checks, why, f"the work was {why}, not given up by the system")
 
 
-def _after_foreign_epoch(
-    checks: dict[str, CheckResult], epoch: int, foreign: list[int]
+def _after_doubt(
+    checks: dict[str, CheckResult], epoch: int, doubts: list[str]
 ) -> dict[str, CheckResult]:
-    """Someone other than the harness reset the provider during the case (``_check_epoch``):
-    a process of the case reached the provider's admin API, so no invariant judged on the
-    provider's word passes. Each pass becomes *unknown*, its own judgement (on the case's
-    epoch, by number) kept in the summary; a failure stands, its records are kept."""
-    if not foreign:
+    """Someone other than the harness reset the provider or edited its log during the case
+    (``_check_epoch``): a process of the case reached what the verdict rests on, so no
+    invariant passes. Each pass becomes *unknown*, its own judgement (on the case's epoch,
+    by number) kept in the summary; a failure stands."""
+    if not doubts:
         return checks
-    why = f"the provider's epoch moved from {epoch} to {foreign[-1]}, not by the harness"
+    why = "; ".join(doubts) + ", not by the harness"
     out = dict(checks)
     for name, check in checks.items():
         if check.status is Status.PASS:
@@ -865,7 +875,7 @@ def _verdict(
 ) -> Status:
     """The case's verdict: a broken invariant first, then a planned step that did not land
     (a gap: never a pass), then anything undecided, then pass. ``evidence_doubted`` (the
-    provider's epoch was changed by someone other than the harness) makes a would-be pass
+    provider's epoch or log was changed by someone other than the harness) makes a would-be pass
     undecided: a failure judged on the case's epoch still stands."""
     if any(c.status is Status.FAIL for c in checks.values()):
         return Status.FAIL

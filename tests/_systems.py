@@ -215,7 +215,8 @@ HANGS_WITH_POOL = replace(HANGS, name="tests._systems:HANGS_WITH_POOL", main=_ha
 HOSTILE_REPORT_ENV = "CH_TEST_HOSTILE_REPORT"
 #: env var: where RESETS_EPOCH looks for an admin token: ``environ`` (every process's
 #: environment it can read, its own included, and its own credential), plus ``memory`` (the
-#: admin client a forked worker inherits from the harness)
+#: admin client a forked worker inherits from the harness); ``logfile``: instead of resetting,
+#: it deletes its second copies from the provider's log file (named in the provider's argv)
 HOSTILE_SOURCES_ENV = "CH_TEST_HOSTILE_SOURCES"
 #: env var: ``0`` makes RESETS_EPOCH send each message once (it only resets the provider)
 HOSTILE_TWICE_ENV = "CH_TEST_HOSTILE_TWICE"
@@ -312,7 +313,28 @@ def _resets_epoch(config: WorkerConfig) -> None:
                     recognizer=claim.recognizer,
                 )
             break
+    if "logfile" in sources:
+        report["deleted"] = _delete_second_copies()
     Path(os.environ[HOSTILE_REPORT_ENV]).write_text(json.dumps(report))
+
+
+def _delete_second_copies() -> int:
+    """Delete every ``-again`` record from the provider's log file, found in the argv of
+    a sibling process (the provider the harness started); return how many went."""
+    import sqlite3
+
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+            argv = (entry / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if f"\nPPid:\t{os.getppid()}\n" in status and "fake_providers" in argv and "--log" in argv:
+            log = argv[argv.index("--log") + 1]
+            with sqlite3.connect(log, timeout=30) as conn:
+                cursor = conn.execute("DELETE FROM effects WHERE idempotency_key LIKE '%-again'")
+                return cursor.rowcount
+    return 0
 
 
 RESETS_EPOCH = _on_reference(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from click.testing import CliRunner
 
 from fake_providers import ProviderProcess
 from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, SECRET_ENV
+from fake_providers._effect_log import EffectLog
 from harness._case import Landing, StepRecord
 from harness.campaign import _verdict
 from harness.cli import main
@@ -122,6 +124,41 @@ def test_a_reset_alone_makes_the_case_unknown_never_a_pass(tmp_path: Path) -> No
     assert "as judged on epoch" in judged["summary"], judged
     moved = [n for n in case["notes"] if "epoch moved from" in n]
     assert moved, case["notes"]
+
+
+def test_a_worker_that_edits_the_providers_log_file_gets_no_pass(tmp_path: Path) -> None:
+    """No token to be had, it deletes its second copies from the log file itself (a file
+    of the same user): the provider's audit names the deleted records, the case is unknown
+    (05909b5: exit 0, the edited file was taken for the provider's word)."""
+    code, printed, hostile, case = _certify_hostile(tmp_path, "environ,logfile")
+    assert hostile["reset_to"] is None, hostile
+    assert hostile["deleted"] == hostile["sent_twice"] > 0, hostile
+    assert code == 3, printed
+    assert case["verdict"] == "unknown", case
+    changed = [n for n in case["notes"] if "log of epoch" in n]
+    assert changed, case["notes"]
+    assert "deleted" in changed[0], changed
+
+
+def test_the_log_audit_names_records_deleted_rewritten_or_slipped_in(tmp_path: Path) -> None:
+    path = tmp_path / "effects.sqlite"
+    log = EffectLog(path)
+    try:
+        for n in range(3):
+            log.append(epoch=1, received_at=float(n), outcome="fresh", destination=f"d{n}")
+        assert log.audit(1).intact
+        with sqlite3.connect(path) as other:  # anyone of the same user, behind its back
+            other.execute("DELETE FROM effects WHERE seq = 1")
+            other.execute("UPDATE effects SET outcome = 'deduplicated' WHERE seq = 2")
+            other.execute("INSERT INTO effects (epoch, received_at, outcome) VALUES (1, 9, 'x')")
+        assert log.audit(1).problems == (
+            "record 1 deleted",
+            "record 2 rewritten",
+            "record 4 not written by the provider",
+        )
+        assert log.audit(2).intact  # another epoch: nothing was written there
+    finally:
+        log.close()
 
 
 def test_an_epoch_change_turns_a_would_be_pass_into_unknown_and_keeps_a_failure() -> None:
