@@ -1,5 +1,6 @@
-"""A worker cannot hide a duplicate by resetting the provider: the harness judges the epoch
-it opened for the case, by number; an epoch change it did not make keeps the case from
+"""A worker cannot hide a duplicate by resetting the provider or editing its log: the
+harness judges the epoch it opened for the case, by number; an epoch change it did not make,
+or a record of the case's epoch changed behind the provider's back, keeps the case from
 passing; and no secret of the provider (admin token, credentials) travels in an environment
 a worker can read (``/proc/<pid>/environ`` keeps a process's initial environment for life).
 
