@@ -3,8 +3,11 @@
 This is the process ``ProviderProcess`` starts. It prints exactly one JSON line on stdout
 once it is listening (``{"url": ..., "pid": ...}`` plus e.g. ``"smtp_port"``, never a
 secret) so the parent can wait for readiness without polling, and it exits cleanly on
-SIGTERM/SIGINT. Secrets arrive via environment variables only; run by hand without them,
-it invents a credential and an admin token and shows them once on stderr. For humans,
+SIGTERM/SIGINT. ``ProviderProcess`` hands the secrets over on an inherited pipe
+(``--secrets-fd N``), never in the environment, which stays readable in
+``/proc/<pid>/environ`` by every process of the same user, a worker under test included.
+Run by hand, the environment variables still work; without them it invents a credential
+and an admin token and shows them once on stderr. For humans,
 ``crash-harness providers serve`` is friendlier (one flag per option).
 """
 
@@ -44,6 +47,13 @@ def _parser() -> argparse.ArgumentParser:
         help="set one preset option (repeatable)",
     )
     serve.add_argument("--options-json", default=None, help="preset options as a JSON object")
+    serve.add_argument(
+        "--secrets-fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="read the credentials and admin token from this inherited pipe (one JSON line)",
+    )
     serve.add_argument("--no-log", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--allow-non-loopback", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -80,7 +90,7 @@ def serve(args: argparse.Namespace) -> int:
     """Bind, announce readiness on stdout, serve until a stop signal, close the log."""
     check_host(args.host, allow_non_loopback=args.allow_non_loopback)
     options = _options(args)
-    secrets = load_secrets()
+    secrets = load_secrets(secrets_fd=args.secrets_fd)
     invented: list[str] = []
     if secrets.invented_credentials:
         for cred in secrets.credentials.values():

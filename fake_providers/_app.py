@@ -392,6 +392,7 @@ class ProviderApp:
             Route("/_admin/clock", ("POST",), self._admin(self._advance_clock)),
             Route("/_admin/in_flight", ("GET",), self._admin(self._in_flight)),
             Route("/_admin/drain", ("POST",), self._admin(self._drain)),
+            Route("/_admin/audit", ("GET",), self._admin(self._audit)),
             Route(_browse.PATH, ("GET",), self._browse),
         ]
         self._handlers = {str(i): route.handler for i, route in enumerate(routes)}
@@ -827,6 +828,30 @@ class ProviderApp:
         with self.lock:
             epoch = self._epoch
         return Reply(json_response(200, {"ok": True, "epoch": epoch}))
+
+    def _audit(self, request: Request) -> Reply:
+        """GET /_admin/audit?epoch=N: whether epoch N (default: the current one) in the log
+        file still holds exactly what this provider wrote, and which epoch is current now."""
+        with self.lock:
+            current = self._epoch
+        raw = request.args.get("epoch", "")
+        try:
+            epoch = int(raw) if raw else current
+        except ValueError:
+            return Reply(json_response(400, {"error": "epoch must be an integer"}))
+        found = self.log.audit(epoch)
+        return Reply(
+            json_response(
+                200,
+                {
+                    "epoch": epoch,
+                    "current_epoch": current,
+                    "records": found.records,
+                    "intact": found.intact,
+                    "problems": list(found.problems),
+                },
+            )
+        )
 
     def _info(self, _request: Request) -> Reply:
         options = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}

@@ -5,13 +5,16 @@ foreground, prints its URL, its effect log and (only here, for the person at the
 the credential and admin token it generated, and serves until Ctrl-C. Every preset option
 is a flag (``--window-s 60``, ``--no-lookup``, ``--decline 'acct_bad*'``); a flag that the
 chosen preset does not take is an error, never ignored. ``crash-harness providers list``
-shows the presets and their options. ``--secret``/``--admin-token`` (or their environment
-variables) fix the credentials so a restart keeps them; ``--browse`` opens the browse page
+shows the presets and their options. ``--secret-file``/``--admin-token-file`` (or
+``--secret``/``--admin-token`` and their environment variables) fix the credentials so a
+restart keeps them; ``--browse`` opens the browse page
 (``/_browse``) without a token, on loopback only.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
@@ -127,6 +130,21 @@ def list_presets() -> None:
     help=f"fix the admin token (same rules; prefer ${ADMIN_TOKEN_ENV})",
 )
 @click.option(
+    "--secret-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="read the 'default' credential's secret from FILE's first line ('-': stdin); FILE"
+    " must not be readable by group or others",
+)
+@click.option(
+    "--admin-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="read the admin token from FILE's first line ('-': stdin); same rules",
+)
+@click.option(
     "--browse",
     "browse_open",
     is_flag=True,
@@ -145,16 +163,34 @@ def serve(
     assignments: tuple[str, ...],
     secret: str | None,
     admin_token: str | None,
+    secret_file: Path | None,
+    admin_token_file: Path | None,
     browse_open: bool,
     no_log: bool,
     **flags: Any,
 ) -> None:
     """Run one fake provider in the foreground until Ctrl-C."""
+    secret_from = f"--secret (or {SECRET_ENV})"
+    token_from = f"--admin-token (or {ADMIN_TOKEN_ENV})"
     try:
+        if str(secret_file) == str(admin_token_file) == "-":
+            raise ProviderError("--secret-file and --admin-token-file cannot both read stdin ('-')")
+        if secret_file is not None:
+            if secret is not None:
+                raise ProviderError(f"give --secret-file or --secret (or ${SECRET_ENV}), not both")
+            secret = read_secret_file(secret_file, "--secret-file")
+            secret_from = f"--secret-file {secret_file}"
+        if admin_token_file is not None:
+            if admin_token is not None:
+                raise ProviderError(
+                    f"give --admin-token-file or --admin-token (or ${ADMIN_TOKEN_ENV}), not both"
+                )
+            admin_token = read_secret_file(admin_token_file, "--admin-token-file")
+            token_from = f"--admin-token-file {admin_token_file}"
         if secret is not None:
-            check_fixed(secret, f"--secret (or {SECRET_ENV})")
+            check_fixed(secret, secret_from)
         if admin_token is not None:
-            check_fixed(admin_token, f"--admin-token (or {ADMIN_TOKEN_ENV})")
+            check_fixed(admin_token, token_from)
         if browse_open and not is_loopback(host):
             raise ProviderError(
                 f"--browse is allowed on a loopback --host only, not {host!r}: it opens every"
@@ -212,6 +248,33 @@ def serve(
         sys.exit(EXIT_BAD_INPUT)
     click.echo("stopped.")
     sys.exit(status)
+
+
+def read_secret_file(path: Path, flag: str) -> str:
+    """The first line of ``path`` (``-``: stdin), for ``--secret-file``/``--admin-token-file``.
+
+    A file is the way to fix a secret that no other process can read later: argv is shown
+    by ``ps`` and an environment variable by ``/proc/<pid>/environ``, to every process of
+    the same user. So a file that group or others may read is refused (``chmod 600`` it),
+    as ssh refuses a readable private key; errors name the flag and the file, never a
+    value."""
+    try:
+        if str(path) == "-":
+            line = sys.stdin.readline()
+        else:
+            with path.open(encoding="utf-8") as handle:
+                mode = os.fstat(handle.fileno()).st_mode
+                if mode & 0o077:
+                    raise ProviderError(
+                        f"{flag} {path}: readable by group or others (mode"
+                        f" {stat.S_IMODE(mode):04o}); chmod 600 it"
+                    )
+                line = handle.readline()
+    except OSError as exc:
+        raise ProviderError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ProviderError(f"{flag} {path}: not UTF-8 text") from None
+    return line.rstrip("\r\n")
 
 
 def _duration(seconds: float) -> str:

@@ -108,6 +108,14 @@ class AdminClient:
         result: dict[str, Any] = self._call("GET", "/_admin/health")
         return result
 
+    def audit(self, epoch: int | None = None) -> dict[str, Any]:
+        """``{"epoch", "current_epoch", "records", "intact", "problems"}``: whether the log
+        file still holds exactly what the provider wrote in ``epoch`` (default: the current
+        one); ``problems`` names records deleted, rewritten or slipped in by anyone else."""
+        params = None if epoch is None else [("epoch", str(epoch))]
+        result: dict[str, Any] = self._call("GET", "/_admin/audit", params=params)
+        return result
+
     def effects(self, **filters: FilterValue) -> list[Effect]:
         """Log records ordered by seq. Filters: epoch (int or "all"; default current),
         destination, run_id, delivery_id, idempotency_key, recognizer, outcome, credential_id,

@@ -1,17 +1,21 @@
 """Worker credentials and the admin token: how they travel, how they are checked.
 
-Secrets reach the server only through environment variables (argv is visible to every
-user via ``ps``), are compared in constant time, and are never written anywhere by the
-server: the effect log stores only the credential *id*.
+Secrets reach the server through an inherited pipe (``ProviderProcess``: nothing another
+process can read later) or, started by hand, through files or environment variables (argv
+is visible to every user via ``ps``). They are compared in constant time and never written
+anywhere by the server: the effect log stores only the credential *id*.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fnmatch
 import hmac
 import json
+import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -122,3 +126,70 @@ def token_matches(expected: str, presented: str | None) -> bool:
     if presented is None:
         return False
     return hmac.compare_digest(expected.encode(), presented.encode())
+
+
+#: the longest secrets message a provider reads from its pipe (credentials of a big roster)
+_MAX_SECRETS_BYTES = 4 << 20
+
+
+def read_secrets_fd(fd: int) -> tuple[str, str]:
+    """``(credentials JSON, admin token)`` from the one JSON line ``ProviderProcess`` writes
+    to an inherited pipe; the pipe is closed once read, so nothing else can read it after.
+
+    One line, not "until EOF": a process that inherited the write end by accident (a
+    worker forked while it was open) cannot keep the provider from starting."""
+    data = b""
+    try:
+        while b"\n" not in data and len(data) < _MAX_SECRETS_BYTES:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise ProviderError(f"--secrets-fd {fd}: cannot read it ({exc.strerror})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        message = json.loads(data.split(b"\n", 1)[0])
+        credentials, token = message["credentials"], message["admin_token"]
+    except (ValueError, KeyError, TypeError):
+        raise ProviderError(
+            f"--secrets-fd {fd}: expected one JSON line with credentials and admin_token"
+        ) from None
+    if not isinstance(token, str) or not token:
+        raise ProviderError(f"--secrets-fd {fd}: admin_token must be a non-empty string")
+    return json.dumps(credentials), token
+
+
+def secrets_message(credentials_json: str, admin_token: str) -> bytes:
+    """What ``ProviderProcess`` writes to the provider's secrets pipe (``read_secrets_fd``)."""
+    line = json.dumps({"credentials": json.loads(credentials_json), "admin_token": admin_token})
+    return line.encode() + b"\n"
+
+
+def forget_env(names: Collection[str]) -> None:
+    """Remove ``names`` from this process's environment, and blank their values in the
+    environment block the process started with.
+
+    ``os.environ.pop`` alone is not enough: ``/proc/<pid>/environ`` shows the initial block
+    for the process's whole life, readable by every process of the same user, and a forked
+    child inherits it. The values are overwritten in place with NUL bytes (as
+    ``setproctitle`` overwrites argv); where libc's ``environ`` cannot be reached, only the
+    pop happens."""
+    wanted = {name.encode() for name in names}
+    try:
+        environ = ctypes.POINTER(ctypes.c_void_p).in_dll(ctypes.CDLL(None), "environ")
+        index = 0
+        while environ[index]:
+            address = environ[index]
+            assert address is not None
+            entry = ctypes.string_at(address)
+            name, sep, value = entry.partition(b"=")
+            if sep and name in wanted and value:
+                ctypes.memset(address + len(name) + 1, 0, len(value))
+            index += 1
+    except (OSError, ValueError, AttributeError):
+        pass  # no libc environ to reach: the variables still leave os.environ
+    for variable in names:
+        os.environ.pop(variable, None)

@@ -13,12 +13,18 @@ thread, a mailbox, a queue): it is written in the same INSERT as the record, so 
 never shows a message the log does not count. Each record also keeps the ``request`` exactly
 as it was received (the HTTP body, the SMTP DATA bytes), for the browse page.
 
+The log is a file that any process of the same user could open and edit, a worker under
+test included. So the log remembers a digest of every record it wrote (and of every record
+it found at start-up), and ``audit(epoch)`` compares them with the file: a record deleted,
+rewritten or slipped in by anyone else is named, never taken for the provider's word.
+
 ``durable=False`` (benchmark only) keeps the same schema in an in-memory database: the same
 work minus the disk, to measure what durability costs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 import time
@@ -102,6 +108,33 @@ FILTER_COLUMNS: Final = (
 """Columns ``query`` can filter on (a whitelist: the names are spliced into SQL)."""
 
 
+def _digest(row: Sequence[Any]) -> str:
+    """A record's fingerprint (its ``_EFFECT_COLUMNS``, times as floats: as read back)."""
+    values = [
+        float(v) if name == "received_at" and v is not None else v
+        for name, v in zip(_EFFECT_COLUMNS, row, strict=True)
+    ]
+    return hashlib.sha256(repr(values).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What ``EffectLog.audit`` found for one epoch: every record the provider wrote is
+    there unchanged, and nothing else is (``problems`` names the first few that are not)."""
+
+    epoch: int
+    records: int
+    problems: tuple[str, ...]
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
+
+
+#: how many problems an audit names (their total is always given)
+_AUDIT_SHOWN = 5
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """The accepted effect that owns an idempotency key, plus the exact reply it produced."""
@@ -164,6 +197,11 @@ class EffectLog:
             self._conn.execute(
                 "INSERT OR IGNORE INTO epochs (epoch, started_at) VALUES (1, ?)", (time.time(),)
             )
+            #: seq -> (epoch, digest) of every record this log wrote or found at start-up
+            self._written: dict[int, tuple[int, str]] = {
+                int(row[0]): (int(row[1]), _digest(row))
+                for row in self._conn.execute(f"SELECT {', '.join(_EFFECT_COLUMNS)} FROM effects")
+            }
 
     def close(self) -> None:
         """Close the connection; waits for any in-flight append to commit first."""
@@ -219,7 +257,9 @@ class EffectLog:
             # Autocommit mode: this INSERT is its own transaction, committed on return.
             cursor = self._conn.execute(f"INSERT INTO effects ({names}) VALUES ({marks})", values)
             seq = cursor.lastrowid
-        assert seq is not None
+            assert seq is not None
+            row = [seq, *(values[name] for name in _EFFECT_COLUMNS[1:])]
+            self._written[seq] = (epoch, _digest(row))
         values.pop("response_body")
         values.pop("content")
         values.pop("request")
@@ -370,6 +410,30 @@ class EffectLog:
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
         return [_effect(row) for row in rows]
+
+    def audit(self, epoch: int) -> Audit:
+        """Compare epoch ``epoch`` in the file with what this log wrote there: a record
+        missing (deleted, or moved to another epoch), changed, or not written by the
+        provider is a problem. Reads the epoch's records once."""
+        sql = f"SELECT {', '.join(_EFFECT_COLUMNS)} FROM effects WHERE epoch = ? ORDER BY seq"
+        with self._lock:
+            rows = self._conn.execute(sql, (epoch,)).fetchall()
+            written = {seq: d for seq, (ep, d) in self._written.items() if ep == epoch}
+        found = {int(row[0]): _digest(row) for row in rows}
+        problems = [f"record {seq} deleted" for seq in sorted(written.keys() - found.keys())]
+        problems += [
+            f"record {seq} rewritten"
+            for seq in sorted(written.keys() & found.keys())
+            if written[seq] != found[seq]
+        ]
+        problems += [
+            f"record {seq} not written by the provider"
+            for seq in sorted(found.keys() - written.keys())
+        ]
+        shown = problems[:_AUDIT_SHOWN]
+        if len(problems) > len(shown):
+            shown.append(f"and {len(problems) - len(shown)} more")
+        return Audit(epoch=epoch, records=len(rows), problems=tuple(shown))
 
     def size(self) -> int:
         """How many records the log holds, of every epoch."""

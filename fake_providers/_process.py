@@ -24,13 +24,21 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from fake_providers._client import AdminClient
-from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, dump_credentials
+from fake_providers._credentials import (
+    ADMIN_TOKEN_ENV,
+    CREDENTIALS_ENV,
+    SECRET_ENV,
+    dump_credentials,
+    secrets_message,
+)
 from fake_providers._errors import ProviderError, ProviderStartError
 from fake_providers._presets import get_preset
 from fake_providers._server import check_host
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 _STDERR_TAIL_BYTES = 8_000
+#: secret variables never passed on to a provider's environment
+_SECRET_ENVS = frozenset({ADMIN_TOKEN_ENV, CREDENTIALS_ENV, SECRET_ENV})
 
 
 class ProviderProcess:
@@ -176,28 +184,43 @@ class ProviderProcess:
             argv += ["--options-json", json.dumps(options, default=list)]
         if not self.durable:
             argv.append("--no-log")
-        env = dict(os.environ)
-        env[CREDENTIALS_ENV] = dump_credentials(self.credentials)
-        env[ADMIN_TOKEN_ENV] = self._admin_token
+        # The secrets travel on a pipe the server reads once at start-up, never in its
+        # environment: /proc/<pid>/environ keeps the initial environment for the process's
+        # whole life, readable by any process of the same user (a worker under test too).
+        # Secret variables a user exported for a provider of their own are not passed on.
+        env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENVS}
+        secrets_r, secrets_w = os.pipe()
+        argv += ["--secrets-fd", str(secrets_r)]
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p
         )
         env["PYTHONUNBUFFERED"] = "1"
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.stderr_path.open("ab") as stderr_file:
-            stderr_start = stderr_file.tell()
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr_file,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_die_with_parent,
-            )
+        try:
+            with self.stderr_path.open("ab") as stderr_file:
+                stderr_start = stderr_file.tell()
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr_file,
+                    env=env,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(secrets_r,),
+                    preexec_fn=_die_with_parent,
+                )
+        except BaseException:
+            os.close(secrets_w)
+            raise
+        finally:
+            os.close(secrets_r)
         assert proc.stdout is not None
         try:
+            _write_secrets(
+                secrets_w,
+                secrets_message(dump_credentials(self.credentials), self._admin_token),
+            )
             ready = self._read_ready_line(proc, proc.stdout)
         except ProviderStartError as exc:
             _reap(proc, kill=True)
@@ -285,6 +308,19 @@ class ProviderProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _write_secrets(fd: int, message: bytes) -> None:
+    """Write the secrets message to the server's pipe and close our end; a server that died
+    before reading it is reported by the ready-line wait, with its stderr."""
+    try:
+        view = memoryview(message)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _reap(proc: subprocess.Popen[bytes], *, kill: bool, timeout_s: float = 5.0) -> None:

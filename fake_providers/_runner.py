@@ -21,9 +21,12 @@ from fake_providers._app import ProviderApp
 from fake_providers._credentials import (
     ADMIN_TOKEN_ENV,
     CREDENTIALS_ENV,
+    SECRET_ENV,
     Credential,
+    forget_env,
     new_secret,
     parse_credentials,
+    read_secrets_fd,
 )
 from fake_providers._effect_log import EffectLog
 from fake_providers._errors import ProviderError
@@ -46,16 +49,26 @@ def load_secrets(
     default_scope: Sequence[str] = ("*",),
     secret: str | None = None,
     admin_token: str | None = None,
+    secrets_fd: int | None = None,
 ) -> Secrets:
-    """Secrets from the environment (then removed from it), fixed ones, or invented ones.
+    """Secrets from an inherited pipe, the environment (then removed from it), fixed ones,
+    or invented ones.
 
-    ``secret`` fixes the ``default`` credential's secret and ``admin_token`` the admin token
-    (``providers serve --secret/--admin-token``, already validated): a human who restarts
-    the provider keeps the same ones. An invented secret must be shown to the human who
-    started us (nobody else knows it).
+    ``secrets_fd`` is the pipe ``ProviderProcess`` writes the credentials and the admin
+    token to (``read_secrets_fd``): what a harness uses, because an environment variable
+    stays readable in ``/proc/<pid>/environ`` for the process's whole life, by any process
+    of the same user (a worker under test, too). ``secret`` fixes the ``default``
+    credential's secret and ``admin_token`` the admin token (``providers serve
+    --secret/--admin-token`` or their files, already validated): a human who restarts the
+    provider keeps the same ones. An invented secret must be shown to the human who started
+    us (nobody else knows it).
     """
-    raw_credentials = os.environ.pop(CREDENTIALS_ENV, None)
-    from_env = os.environ.pop(ADMIN_TOKEN_ENV, None)
+    raw_credentials = os.environ.get(CREDENTIALS_ENV)
+    from_env = os.environ.get(ADMIN_TOKEN_ENV)
+    # gone from /proc/<pid>/environ too, for the rest of this process's life
+    forget_env((CREDENTIALS_ENV, ADMIN_TOKEN_ENV, SECRET_ENV))
+    if secrets_fd is not None:
+        raw_credentials, from_env = read_secrets_fd(secrets_fd)
     admin_token = admin_token or from_env
     if raw_credentials and secret:
         raise ProviderError(

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from fake_providers import FaultRule, ProviderProcess
+from fake_providers import Effect, FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
 from harness._faketime import forget as forget_faketime
@@ -124,6 +124,12 @@ class CaseContext:
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     #: True once a daemon's settle deadline passed: no fresh worker is started after that
     gave_up: bool = False
+    #: the provider epoch the harness opened for this case: every read of the provider's
+    #: log names it (None: the provider's current epoch, for a context built by hand)
+    provider_epoch: int | None = None
+    #: what someone other than the harness did to the provider during the case (a reset,
+    #: an edit of its log): the case cannot pass
+    provider_doubts: list[str] = field(default_factory=list)
     _torn_down: bool = False
     _spawned: int = 0
     _step_index: int | None = None
@@ -214,7 +220,7 @@ class CaseContext:
                     worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
                 )
             now = time.monotonic()
-            effects = self.provider.admin.effects()
+            effects = self.case_effects()
             activity = (_size(self.trace_path), len(effects))  # a boundary hit, a request
             if activity != last:
                 last, quiet_since = activity, now
@@ -495,6 +501,13 @@ class CaseContext:
                 sum(moved for _, moved in self.provider_advances),
             )
         self.record("clock_jump", seconds=seconds, reason=reason)
+
+    def case_effects(self) -> list[Effect]:
+        """The provider's records of this case's epoch, by number (never "the current one":
+        a worker that reset the provider must not empty the evidence)."""
+        if self.provider_epoch is None:
+            return self.provider.admin.effects()
+        return self.provider.admin.effects(epoch=self.provider_epoch)
 
     def add_provider_rule(self, rule: FaultRule) -> None:
         """Arm a step's provider fault ahead of the workload's own rules: the provider

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, forget_env
 
 #: what a secret becomes in anything the harness writes
 MASK = "***"
@@ -22,6 +25,24 @@ _handed_out: set[str] = set()
 
 #: the password of ``scheme://user:password@`` anywhere in a text
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?P<at>@)")
+
+
+#: variables that carry a provider's admin token or every credential it grants: never in the
+#: environment of a worker, a probe or a hook (a user may have exported them for a provider
+#: of their own; the harness's providers get theirs on a pipe, ``ProviderProcess``)
+PROVIDER_ONLY_ENV = (ADMIN_TOKEN_ENV, CREDENTIALS_ENV)
+
+
+def without_provider_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` minus ``PROVIDER_ONLY_ENV``: the environment a process under test may get."""
+    return {k: v for k, v in env.items() if k not in PROVIDER_ONLY_ENV}
+
+
+def forget_provider_secrets() -> None:
+    """Drop ``PROVIDER_ONLY_ENV`` from this process's environment, ``/proc/<pid>/environ``
+    included (a forked worker, before it runs the system under test, and so everything that
+    system starts)."""
+    forget_env(PROVIDER_ONLY_ENV)
 
 
 def hide_url_passwords(text: str) -> str:

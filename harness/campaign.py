@@ -625,7 +625,11 @@ def run_case(
             settle=settings.settle,
             lifecycle=settings.lifecycle,
             started_at=started,
+            provider_epoch=epoch,
         )
+        # The case is judged on this epoch, by number, whatever the provider's current
+        # epoch is by then (a worker that reset the provider must not hide its effects).
+        ctx.record("provider_epoch", epoch=epoch)
         try:
             _drive(ctx, case)
             _drain(ctx, provider, epoch)
@@ -639,6 +643,8 @@ def run_case(
             lost = _provider_watch.death(provider)
         if lost is not None:
             _provider_watch.abandon(ctx, case, lost)
+        else:
+            _check_epoch(ctx, provider, epoch)
         ctx.tear_down()
         policy = Policy(
             key_window_s=base_config.key_window_s,
@@ -658,7 +664,9 @@ def run_case(
         # in the order they were started, not the order they happened to end (racers): two
         # runs of one seed report the same workers in the same order
         ctx.outcomes.sort(key=lambda o: _spawn_index(o.worker))
-        observation = _observe(system, target, ctx.intended, provider, ctx.outcomes, policy, events)
+        observation = _observe(
+            system, target, ctx.intended, provider, ctx.outcomes, policy, events, epoch=epoch
+        )
         observation = replace(
             observation,
             observed_at=clock.now(),
@@ -674,7 +682,15 @@ def run_case(
     checks = _after_deadline(_after_anomaly(run_all(observation), ctx.outcomes), events)
     if lost is not None:
         checks = _undecided(checks, lost, f"{lost} during the case", names=checks)
-    verdict = _verdict(checks, ctx.outcomes, ctx.steps, planned=len(case.steps), lost=lost)
+    checks = _after_doubt(checks, epoch, ctx.provider_doubts)
+    verdict = _verdict(
+        checks,
+        ctx.outcomes,
+        ctx.steps,
+        planned=len(case.steps),
+        lost=lost,
+        evidence_doubted=bool(ctx.provider_doubts),
+    )
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
         from harness.reports import build_timeline
@@ -801,6 +817,37 @@ def epoch_url(url: str, epoch: int) -> str:
     return f"{url.rstrip('/')}/epoch/{epoch}"
 
 
+def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
+    """The provider must still be in the epoch the harness opened for the case, and the log
+    file must hold exactly what the provider wrote in it. Epochs only grow and only the
+    harness resets them, so a newer one means someone else (a worker that found the admin
+    API) reset the provider while the case ran; the log is a file any process of the same
+    user can edit, and the provider audits it against what it wrote. Either is evidence:
+    the case is still judged on its own epoch, but it cannot pass."""
+    try:
+        audit = provider.admin.audit(epoch)
+    except Exception as exc:  # the provider is gone: nothing shows a change
+        ctx.notes.append(f"provider epoch {epoch} could not be audited after the case: {exc}")
+        return
+    current = int(audit.get("current_epoch", epoch))
+    if current != epoch:
+        ctx.record("provider_epoch_changed", epoch=epoch, current_epoch=current)
+        ctx.provider_doubts.append(f"the provider's epoch moved from {epoch} to {current}")
+        ctx.notes.append(
+            f"the provider's epoch moved from {epoch} (opened by the harness for this case) to"
+            f" {current} while the case ran, and the harness reset nothing: something else"
+            f" used the provider's admin API; judged on epoch {epoch}, the case cannot pass"
+        )
+    if audit.get("intact") is False:
+        problems = "; ".join(str(p) for p in audit.get("problems") or ())
+        ctx.record("provider_log_changed", epoch=epoch, problems=audit.get("problems"))
+        ctx.provider_doubts.append(f"the provider's log of epoch {epoch} was changed")
+        ctx.notes.append(
+            f"the provider's log of epoch {epoch} was changed by something other than the"
+            f" provider ({problems}); the case cannot pass"
+        )
+
+
 def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
     """A case ends when the provider has answered or dropped every request of its epoch."""
     try:
@@ -851,6 +898,8 @@ def _observe(
     outcomes: list[WorkerOutcome],
     policy: Policy,
     events: list[TraceEvent],
+    *,
+    epoch: int,
 ) -> Observation:
     try:
         engine = target.engine()
@@ -875,7 +924,7 @@ def _observe(
                 credential_id=e.credential_id,
                 status_code=e.status_code,
             )
-            for e in provider.admin.effects()
+            for e in provider.admin.effects(epoch=epoch)
         )
     except Exception:
         effects = None
@@ -920,6 +969,27 @@ def _after_deadline(
     return _undecided(checks, why, f"the work was {why}, not given up by the system")
 
 
+def _after_doubt(
+    checks: dict[str, CheckResult], epoch: int, doubts: list[str]
+) -> dict[str, CheckResult]:
+    """Someone other than the harness reset the provider or edited its log during the case
+    (``_check_epoch``): a process of the case reached what the verdict rests on, so no
+    invariant passes. Each pass becomes *unknown*, its own judgement (on the case's epoch,
+    by number) kept in the summary; a failure stands."""
+    if not doubts:
+        return checks
+    why = "; ".join(doubts) + ", not by the harness"
+    out = dict(checks)
+    for name, check in checks.items():
+        if check.status is Status.PASS:
+            out[name] = CheckResult(
+                Status.UNKNOWN,
+                f"{name} could not decide: {why}; as judged on epoch {epoch}: {check.summary}",
+                {**check.evidence, "undecided_because": why},
+            )
+    return out
+
+
 def _undecided(
     checks: dict[str, CheckResult],
     why: str,
@@ -949,10 +1019,13 @@ def _verdict(
     *,
     planned: int = 0,
     lost: str | None = None,
+    evidence_doubted: bool = False,
 ) -> Status:
     """The case's verdict: a broken invariant first, then a case whose provider was lost
     (undecided, whatever its steps did), then a planned step that did not land (a gap: never
-    a pass), then anything undecided, then pass."""
+    a pass), then anything undecided, then pass. ``evidence_doubted`` (the provider's epoch or
+    log was changed by someone other than the harness) makes a would-be pass undecided: a
+    failure judged on the case's epoch still stands."""
     if any(c.status is Status.FAIL for c in checks.values()):
         return Status.FAIL
     if lost is not None:
@@ -966,7 +1039,7 @@ def _verdict(
         for c in checks.values()
         if c.status is Status.UNKNOWN and not c.summary.startswith(NOT_JUDGED)
     ]
-    if any(o.kind in ANOMALIES for o in outcomes) or undecided:
+    if any(o.kind in ANOMALIES for o in outcomes) or undecided or evidence_doubted:
         return Status.UNKNOWN
     return Status.PASS
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness._secrets import without_provider_secrets
 from harness.errors import BadInputError
 from harness.worker_config import WorkerConfig
 
@@ -123,7 +124,7 @@ def _call(ref: str, config: WorkerConfig, timeout_s: float, *, what: str) -> tup
         if what != "probe":  # a hook's return value is evidence, never a verdict
             return result is not False, "" if result in (None, True, False) else str(result)
         return _answer(ref, result, what=what)
-    env = {**os.environ, **config.to_env()}
+    env = {**without_provider_secrets(os.environ), **config.to_env()}
     argv = shlex.split(ref)
     if argv and argv[0] == "python":  # the harness's own interpreter, as for cmd: systems
         argv[0] = sys.executable

@@ -220,6 +220,7 @@ def _start_guard(cgroup: str) -> subprocess.Popen[bytes] | None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C to the harness's group leaves it to its work
+            env=_secrets.without_provider_secrets(os.environ),  # workers can read its environ
         )
     except OSError:
         return None
@@ -422,6 +423,7 @@ class Supervisor:
             if cgroup is not None and not _tree.join_cgroup(cgroup, os.getpid()):
                 cgroup = None
             _die_with_parent(parent)
+            _secrets.forget_provider_secrets()  # a provider's admin token is not the worker's
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
             out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Engine
 
@@ -273,3 +273,135 @@ def _hangs_once(config: WorkerConfig) -> None:
 
 
 HANGS_ONCE = _on_reference("HANGS_ONCE", "hangs once, then the reference", _hangs_once)
+
+#: env var: a file where RESETS_EPOCH writes what it found and did (for the test)
+HOSTILE_REPORT_ENV = "CH_TEST_HOSTILE_REPORT"
+#: env var: where RESETS_EPOCH looks for an admin token: ``environ`` (every process's
+#: environment it can read, its own included, and its own credential), plus ``memory`` (the
+#: admin client a forked worker inherits from the harness); ``logfile``: instead of resetting,
+#: it deletes its second copies from the provider's log file (named in the provider's argv)
+HOSTILE_SOURCES_ENV = "CH_TEST_HOSTILE_SOURCES"
+#: env var: ``0`` makes RESETS_EPOCH send each message once (it only resets the provider)
+HOSTILE_TWICE_ENV = "CH_TEST_HOSTILE_TWICE"
+
+
+def _token_candidates(config: WorkerConfig, sources: set[str]) -> list[tuple[str, str]]:
+    """``(where, token)`` for everything that might open the provider's admin API."""
+    from fake_providers._credentials import ADMIN_TOKEN_ENV
+
+    found: list[tuple[str, str]] = []
+    if "environ" in sources:
+        siblings = []  # the provider is a child of the harness process, as this worker is
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                status = (entry / "status").read_text()
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if f"\nPPid:\t{os.getppid()}\n" in status:
+                siblings.append((entry.name, environ))
+        prefix = f"{ADMIN_TOKEN_ENV}=".encode()
+        for pid, environ in siblings:
+            for item in environ.split(b"\0"):
+                if item.startswith(prefix) and len(item) > len(prefix):
+                    found.append((f"/proc/{pid}/environ", item[len(prefix) :].decode()))
+        own = Path("/proc/self/environ").read_bytes().split(b"\0")
+        for item in own:
+            name, _, value = item.decode(errors="replace").partition("=")
+            if len(value) >= 16:
+                found.append((f"own environ {name}", value))
+        found += [(f"own os.environ {k}", v) for k, v in os.environ.items() if len(v) >= 16]
+        found.append(("own credential", config.credential_secret))
+    if "memory" in sources:
+        import gc
+
+        from fake_providers import AdminClient
+
+        for obj in gc.get_objects():
+            if isinstance(obj, AdminClient):
+                token = obj._session.headers.get("X-Admin-Token")
+                if isinstance(token, str | bytes):
+                    found.append(("inherited AdminClient", str(token)))
+    return found
+
+
+def _resets_epoch(config: WorkerConfig) -> None:
+    """A hostile worker: sends every message twice (a second key, so the provider counts two
+    effects), then looks for the provider's admin token wherever it can read one and resets
+    the provider's epoch; in the new epoch it sends each message once more, so the provider's
+    *current* epoch shows exactly one effect per delivery. A harness that judges the current
+    epoch instead of the case's passes it."""
+    import json
+
+    import requests
+
+    from harness.reference.adapters import make_adapter
+
+    class TwiceSender(ReferenceWorker):
+        sent: ClassVar[list[Any]] = []
+
+        def attempt(self, claim: Any) -> None:
+            if os.environ.get(HOSTILE_TWICE_ENV, "1") == "1":
+                self.adapter_for(claim).send(
+                    key=f"{claim.idempotency_key}-again",
+                    destination=claim.destination,
+                    run_id=claim.run_id,
+                    delivery_id=claim.delivery_id,
+                    body=claim.body,
+                    recognizer=claim.recognizer,
+                )
+            self.sent.append(claim)
+            super().attempt(claim)
+
+    worker = TwiceSender(config)
+    worker.run()
+    sources = set(os.environ.get(HOSTILE_SOURCES_ENV, "environ").split(","))
+    base = config.provider_url.split("/epoch/", 1)[0]
+    report: dict[str, Any] = {"sent_twice": len(worker.sent), "tried": [], "reset_to": None}
+    for where, token in _token_candidates(config, sources):
+        answer = requests.post(f"{base}/_admin/reset", headers={"X-Admin-Token": token}, timeout=10)
+        report["tried"].append([where, answer.status_code])
+        if answer.status_code == 200:
+            report["reset_to"] = epoch = int(answer.json()["epoch"])
+            again = make_adapter(replace(config, provider_url=f"{base}/epoch/{epoch}"))
+            for claim in worker.sent:
+                again.send(
+                    key=claim.idempotency_key,
+                    destination=claim.destination,
+                    run_id=claim.run_id,
+                    delivery_id=claim.delivery_id,
+                    body=claim.body,
+                    recognizer=claim.recognizer,
+                )
+            break
+    if "logfile" in sources:
+        report["deleted"] = _delete_second_copies()
+    Path(os.environ[HOSTILE_REPORT_ENV]).write_text(json.dumps(report))
+
+
+def _delete_second_copies() -> int:
+    """Delete every ``-again`` record from the provider's log file, found in the argv of
+    a sibling process (the provider the harness started); return how many went."""
+    import sqlite3
+
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+            argv = (entry / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if f"\nPPid:\t{os.getppid()}\n" in status and "fake_providers" in argv and "--log" in argv:
+            log = argv[argv.index("--log") + 1]
+            with sqlite3.connect(log, timeout=30) as conn:
+                cursor = conn.execute("DELETE FROM effects WHERE idempotency_key LIKE '%-again'")
+                return cursor.rowcount
+    return 0
+
+
+RESETS_EPOCH = _on_reference(
+    "RESETS_EPOCH",
+    "sends each message twice, then resets the provider's epoch with any token it finds",
+    _resets_epoch,
+)

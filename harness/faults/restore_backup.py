@@ -27,7 +27,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     ctx.release(worker)
     ctx.wait(worker)
     _db.restore(ctx.target, handle)
-    last_seq = max((e.seq for e in ctx.provider.admin.effects()), default=0)
+    last_seq = max((e.seq for e in ctx.case_effects()), default=0)
     ctx.record("restore", boundary=boundary, hit=hit, effects_seq=last_seq)
     ctx.landed(step, f"snapshot at {worker.name}'s {boundary}#{hit}, restored after it ended")
     ctx.settled = False

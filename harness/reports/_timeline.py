@@ -201,9 +201,11 @@ def timeline_from_workdir(workdir: Path, slug: str) -> list[dict[str, Any]] | No
     if not events:
         return None
     start = min(e.t for e in events)
+    opened = next((e for e in events if e.event == "provider_epoch"), None)
+    epoch = (opened.detail or {}).get("epoch") if opened is not None else None
     effects: list[dict[str, Any]] = []
     for log in sorted(workdir.glob(_PROVIDER_LOGS)):
-        effects += read_effects(log, start=start) or []
+        effects += read_effects(log, start=start, epoch=epoch) or []
     ledger = read_ledger_events(case_dir)
     return build_timeline(events, effects, ledger_events=ledger, t0=start)
 
@@ -212,8 +214,11 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
 
 
-def read_effects(log: Path, *, start: float) -> list[dict[str, Any]] | None:
-    """The provider effects of the epoch that was current when the case started.
+def read_effects(
+    log: Path, *, start: float, epoch: int | None = None
+) -> list[dict[str, Any]] | None:
+    """The provider effects of the case's epoch: ``epoch`` (the one the harness opened for
+    the case, from its trace), else the epoch that was current when the case started.
 
     The provider's clock may have been advanced (``clock_advances``); times are put back on
     the wall clock so they line up with the trace. None if the log cannot be read.
@@ -228,10 +233,10 @@ def read_effects(log: Path, *, start: float) -> list[dict[str, Any]] | None:
                 for at, sec in conn.execute("SELECT at, advance_s FROM clock_advances ORDER BY id")
             ]
             epochs = conn.execute("SELECT epoch, started_at FROM epochs ORDER BY epoch").fetchall()
-            chosen = None
-            for epoch, started in epochs:
+            chosen = epoch if isinstance(epoch, int) else None
+            for number, started in epochs if chosen is None else ():
                 if to_wall(float(started), advances) <= start + 1e-3:
-                    chosen = epoch
+                    chosen = number
             if chosen is None:
                 return None
             rows = conn.execute(
