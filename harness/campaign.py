@@ -64,6 +64,11 @@ __all__ = [
 ]
 
 
+#: a racing case's fields that the race decided (who claimed what, in which order, how often
+#: each boundary was reached): measurements of that run, not the seed's content
+RACE_MEASURED = ("boundaries_reached", "timeline")
+
+
 @dataclass
 class CaseResult:
     spec: CaseSpec
@@ -115,6 +120,7 @@ class CaseResult:
             "notes": self.notes,
             "duration_s": round(self.duration_s, 3),
             **({"runs": [r.run_json() for r in self.runs]} if self.runs else {}),
+            **({"measured": list(RACE_MEASURED)} if self.spec.races else {}),
         }
 
     def run_json(self) -> dict[str, Any]:
@@ -526,6 +532,7 @@ def run_case(
             settle=settings.settle,
             lifecycle=settings.lifecycle,
             started_at=started,
+            case=case,
         )
         for index, step in enumerate(case.steps):
             prepare = FAULTS[step.fault].prepare

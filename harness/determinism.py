@@ -3,37 +3,139 @@
 A harness whose verdicts depend on scheduling luck cannot gate CI. The shared clock jumps
 instead of sleeping and every choice comes from the seed, so a rerun must agree; the report
 carries the sample so a reader can see that it did (and which case did not, if any).
+
+Agreeing is more than the same verdict: a replay that lands a fault on another recipient is
+not the same case. What two runs of one seed must share is a report's *content*
+(``content``): the report with its *measurements* set aside, the readings this machine and
+this run decided, never the seed. They are declared here, in one place, and listed in
+reports/README.md ("What two runs of one seed share"):
+
+- the clock and how long things took (``TIMESTAMPS``, ``DURATIONS``), pids, the work dir;
+- what a race decided: a case whose workers run side by side lists those fields in its own
+  ``measured`` (``boundaries_reached``, ``timeline``), and the sums over cases that count
+  them (a coverage entry's ``hits_reached``, explore's ``schedules_reaching``) are then
+  measurements too;
+- what a wall-clock watchdog saw (the reference flags a delivery left due for
+  ``liveness_grace_s`` of *wall* time, so a slow machine sees more): the ``liveness``
+  invariant's summary and evidence (its status stays content), the audit log's length, and
+  the timeline's ``overdue`` events.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from harness.campaign import Campaign, CaseResult
 from harness.invariants import Status
+
+#: keys whose values are the machine's clock (absolute, or seconds into the case)
+TIMESTAMPS = frozenset({"started_at", "ended_at", "finished_at", "flagged_at", "t"})
+#: keys whose values are how long something took on this machine
+DURATIONS = frozenset(
+    {"duration_s", "detection_s", "waited_s", "max_detection_s", "schedules_per_second"}
+)
+#: keys whose values the operating system or the run's temp dir chose
+MACHINE = frozenset({"pid", "workdir"})
+#: sums over cases that count boundary hits: measured once any case raced
+HIT_SUMS = frozenset({"hits_reached", "schedules_reaching"})
+
+
+def _text(value: str) -> str:
+    """A sentence with its pids and durations replaced: the rest of it is content."""
+    value = re.sub(r"pid \d+", "pid N", value)
+    return re.sub(r"\b\d+(\.\d+)?s\b", "Ns", value)
+
+
+def _aside(value: Any, key: str = "", *, raced: bool = False) -> Any:
+    if key in TIMESTAMPS:
+        return "<time>"
+    if key in DURATIONS:
+        return "<duration>"
+    if key in MACHINE:
+        return f"<{key}>"
+    if raced and key in HIT_SUMS:
+        return "<hits, a race's included>"
+    if key == "liveness" and isinstance(value, dict) and "status" in value:
+        return {**value, "summary": "<watchdog>", "evidence": "<watchdog>"}
+    if key == "audit_events":
+        return "<count, watchdog flags included>"
+    if isinstance(value, dict):
+        measured = set(value.get("measured") or ())
+        if "timeline" in value and "timeline" not in measured:
+            timeline = [e for e in value["timeline"] if "overdue" not in str(e.get("label"))]
+            value = {**value, "timeline": timeline}
+        return {
+            k: f"<measured: {k}>" if k in measured else _aside(v, k, raced=raced)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_aside(v, raced=raced) for v in value]
+    if isinstance(value, str):
+        return _text(value)
+    return value
+
+
+def content(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` (a report.json, or one case of it) with every measurement set aside: what
+    two runs of one seed must write alike, key order included."""
+    cases = report.get("cases") or [report]
+    raced = any(c.get("measured") for c in cases if isinstance(c, dict))
+    result: dict[str, Any] = _aside(report, raced=raced)
+    return result
+
+
+def first_difference(a: Any, b: Any, where: str = "report") -> str | None:
+    """Where two contents first differ (a dotted path, key order included), and how; None
+    when they are equal. What a failed comparison prints, so it names the field."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return f"{where}: keys {list(a)} != {list(b)}"
+        found = (first_difference(a[k], b[k], f"{where}.{k}") for k in a)
+        return next((f for f in found if f), None)
+    if isinstance(a, list) and isinstance(b, list):
+        pairs = enumerate(zip(a, b, strict=False))
+        found = (first_difference(x, y, f"{where}[{i}]") for i, (x, y) in pairs)
+        first = next((f for f in found if f), None)
+        if first is None and len(a) != len(b):
+            return f"{where}: {len(a)} items != {len(b)}"
+        return first
+    return None if a == b else f"{where}: {a!r:.200} != {b!r:.200}"
 
 
 def _signature(result: CaseResult) -> dict[str, str]:
     return {name: check.status.value for name, check in result.invariants.items()}
 
 
+def _case_difference(first: CaseResult, again: CaseResult) -> str | None:
+    """Where the rerun's content departs from the first run's (its landings included: the
+    same step landing on another recipient is another case)."""
+    return first_difference(
+        content(first.to_json()), content(again.to_json()), where=f"case {first.spec.id}"
+    )
+
+
 def rerun_sample(
     campaign: Campaign, results: list[CaseResult], *, size: int, seed: int
 ) -> list[dict[str, Any]]:
-    """Rerun up to ``size`` passing cases (chosen from ``seed``); one record per rerun."""
+    """Rerun up to ``size`` passing cases (chosen from ``seed``); one record per rerun, with
+    ``differs`` naming the first field whose content the rerun changed."""
     passing = [r for r in results if r.verdict is Status.PASS]
     chosen = random.Random(seed).sample(passing, k=min(size, len(passing)))
     sample = []
     for first in chosen:
         again = campaign.run(first.spec, slug_prefix="determinism")
-        sample.append(
-            {
-                "case": first.spec.id,
-                "first": first.verdict.value,
-                "rerun": again.verdict.value,
-                "agree": first.verdict is again.verdict and _signature(first) == _signature(again),
-                "accepted": [first.accepted, again.accepted],
-            }
-        )
+        differs = _case_difference(first, again)
+        same_verdict = first.verdict is again.verdict and _signature(first) == _signature(again)
+        record: dict[str, Any] = {
+            "case": first.spec.id,
+            "first": first.verdict.value,
+            "rerun": again.verdict.value,
+            "agree": same_verdict and differs is None,
+            "accepted": [first.accepted, again.accepted],
+        }
+        if differs is not None:
+            record["differs"] = differs
+        sample.append(record)
     return sample
