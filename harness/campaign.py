@@ -64,9 +64,17 @@ __all__ = [
 ]
 
 
-#: a racing case's fields that the race decided (who claimed what, in which order, how often
-#: each boundary was reached): measurements of that run, not the seed's content
-RACE_MEASURED = ("boundaries_reached", "timeline")
+#: a racing case's fields that the race decided (who claimed what and in which order, so how
+#: often each boundary was reached, how many attempts were made and which of the workload's
+#: own "N-th send" faults met which send): measurements of that run, not the seed's content.
+#: Dotted paths, ``*`` for every key; each invariant's status stays content.
+RACE_MEASURED = (
+    "boundaries_reached",
+    "timeline",
+    "effects.by_outcome",
+    "invariants.*.summary",
+    "invariants.*.evidence",
+)
 
 
 @dataclass

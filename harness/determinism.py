@@ -48,6 +48,41 @@ def _text(value: str) -> str:
     return re.sub(r"\b\d+(\.\d+)?s\b", "Ns", value)
 
 
+def _set_paths(value: Any, path: list[str]) -> Any:
+    """``value`` with what ``path`` names (dotted, ``*`` for every key) set aside."""
+    if not isinstance(value, dict):
+        return value
+    head, rest = path[0], path[1:]
+    out = dict(value)
+    for k in out if head == "*" else [head] if head in out else []:
+        out[k] = _set_paths(out[k], rest) if rest else f"<measured: {k}>"
+    return out
+
+
+def _case_seqs(timeline: list[Any]) -> list[Any]:
+    """Provider records numbered from the case's first: the provider's ``seq`` counts every
+    record it logged before, an earlier case's race included, so only its offset within the
+    case is content."""
+    seqs = [
+        e["detail"]["seq"]
+        for e in timeline
+        if isinstance(e, dict) and isinstance(e.get("detail"), dict) and "seq" in e["detail"]
+    ]
+    if not seqs:
+        return timeline
+    base = min(seqs) - 1
+
+    def renumber(event: Any) -> Any:
+        detail = event.get("detail") if isinstance(event, dict) else None
+        if not isinstance(detail, dict) or "seq" not in detail:
+            return event
+        keys = ("seq", "repeats")
+        moved = {k: v - base for k, v in detail.items() if k in keys and isinstance(v, int)}
+        return {**event, "detail": {**detail, **moved}}
+
+    return [renumber(e) for e in timeline]
+
+
 def _aside(value: Any, key: str = "", *, raced: bool = False) -> Any:
     if key in TIMESTAMPS:
         return "<time>"
@@ -62,17 +97,16 @@ def _aside(value: Any, key: str = "", *, raced: bool = False) -> Any:
     if key == "audit_events":
         return "<count, watchdog flags included>"
     if isinstance(value, dict):
-        measured = set(value.get("measured") or ())
+        measured = list(value.get("measured") or ())
         if "timeline" in value and "timeline" not in measured:
             timeline = [e for e in value["timeline"] if "overdue" not in str(e.get("label"))]
-            value = {**value, "timeline": timeline}
-        return {
-            k: f"<measured: {k}>" if k in measured else _aside(v, k, raced=raced)
-            for k, v in value.items()
-        }
+            value = {**value, "timeline": _case_seqs(timeline)}
+        for path in measured:
+            value = _set_paths(value, str(path).split("."))
+        return {k: _aside(v, k, raced=raced) for k, v in value.items()}
     if isinstance(value, list):
         return [_aside(v, raced=raced) for v in value]
-    if isinstance(value, str):
+    if isinstance(value, str) and not value.startswith("<measured: "):
         return _text(value)
     return value
 

@@ -77,7 +77,7 @@ def test_two_explore_runs_of_one_seed_write_the_same_content() -> None:
         for case in raced:  # racers are listed in the order they were started
             names = [w["worker"] for w in case["workers"]]
             assert names == sorted(names), names
-            assert case["measured"] == ["boundaries_reached", "timeline"], case["id"]
+            assert "boundaries_reached" in case["measured"], case["id"]
         _assert_same_content(first, second)
         for name in ("report.md", "report.xml"):
             a, b = ((d / name).read_text() for d in (first, second))

@@ -147,8 +147,11 @@ def confirm(
         if "destination" in rule.match:  # pinned: a race numbers the records as it went
             pinned = f"{rule.match['destination']} ({rule.match.get('run_id', 'any run')})"
             where = f"; to {pinned}, the delivery the seed picked"
+        elif seen:  # numbered within the case: the provider's seq counts earlier cases too
+            nth = 1 + sorted(e.seq for e in effects).index(seen[0].seq)
+            where = f"; e.g. the case's record {nth}, to {seen[0].destination}"
         else:
-            where = f"; e.g. record #{seen[0].seq} to {seen[0].destination}" if seen else ""
+            where = ""
         return True, f"the provider applied {rule.fault} to {entry['fired']} request(s){where}"
     matched = int(entry.get("matched", 0))
     if matched >= rule.nth:
