@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from harness import systems
-from harness.campaign import Campaign, CampaignSettings, CaseSpec
-from harness.determinism import content, first_difference
+from harness._case import Landing, StepRecord
+from harness.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec
+from harness.determinism import content, first_difference, rerun_sample
 from harness.faults.provider import pinned_delivery
 from harness.invariants import Status
 from tests.conftest import PG_ENV
@@ -92,7 +93,7 @@ def test_a_race_lands_a_provider_fault_on_the_recipient_the_seed_picks(tmp_path:
     landing names it; before, it was the first send of the race (any recipient)."""
     case = CaseSpec.parse("concurrent_claim+provider_slow:1.5s")
     settings = CampaignSettings(system=systems.resolve("reference"), seed=2, workdir=tmp_path)
-    held: list[tuple[str, str]] = []
+    held: list[tuple[str | None, str | None]] = []
     landings: list[str] = []
     with Campaign(settings) as campaign:
         assert campaign.provider is not None
@@ -179,3 +180,51 @@ def test_two_whole_certify_runs_on_postgresql_write_the_same_content(tmp_path: P
     first, second = (_certify_pg(tmp_path, n, url) for n in (1, 2))
     assert len(_report(first)["cases"]) == 12
     _assert_same_content(first, second)
+
+
+def _passing(detail: str) -> CaseResult:
+    spec = CaseSpec.parse("concurrent_claim+provider_5xx")
+    records = [
+        StepRecord("concurrent_claim", Landing.LANDED, "w1, w2 held their first claims at once"),
+        StepRecord("provider_5xx", Landing.LANDED, detail),
+    ]
+    return CaseResult(
+        spec=spec,
+        verdict=Status.PASS,
+        invariants={},
+        workers=[],
+        intended=2,
+        accepted=2,
+        reached={},
+        crash_fired=False,
+        notes=[],
+        duration_s=1.0,
+        replay="",
+        step_records=records,
+    )
+
+
+class _Rerun:
+    """A campaign whose every rerun lands its provider fault on ``to``."""
+
+    def __init__(self, to: str) -> None:
+        self.to = to
+
+    def run(self, spec: CaseSpec, *, slug_prefix: str) -> CaseResult:
+        return _passing(f"the provider applied status to 1 request(s); to {self.to}")
+
+
+def test_a_rerun_that_lands_on_another_recipient_disagrees_and_says_where() -> None:
+    """Same verdict, same invariants, another recipient: not the same case (before, any
+    rerun with the same verdicts agreed)."""
+    first = _passing("the provider applied status to 1 request(s); to ann@x.org")
+    same = rerun_sample(_Rerun("ann@x.org"), [first], size=1, seed=1)  # type: ignore[arg-type]
+    assert same[0]["agree"] is True
+    assert "differs" not in same[0]
+    (other,) = rerun_sample(_Rerun("bob@x.org"), [first], size=1, seed=1)  # type: ignore[arg-type]
+    assert other["agree"] is False
+    assert other["differs"] == (
+        "case concurrent_claim+provider_5xx: landings[1].detail:"
+        " 'the provider applied status to 1 request(s); to ann@x.org'"
+        " != 'the provider applied status to 1 request(s); to bob@x.org'"
+    )
