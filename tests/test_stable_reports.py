@@ -102,7 +102,7 @@ def test_a_race_lands_a_provider_fault_on_the_recipient_the_seed_picks(tmp_path:
             held += [(e.run_id, e.destination) for e in effects if e.fault == "timeout"]
             landings.append(result.step_records[1].detail)
     intended = campaign.workload.intended()
-    pick = pinned_delivery(2, case.id, 1, intended, keep_first=False)
+    pick = pinned_delivery(2, case.id, 1, intended, roster_may_change=False)
     assert held == [(pick["run_id"], pick["destination"])] * 4
     assert len(set(landings)) == 1, landings
     assert pick["destination"] in landings[0]
@@ -111,14 +111,14 @@ def test_a_race_lands_a_provider_fault_on_the_recipient_the_seed_picks(tmp_path:
 def test_the_pick_is_the_seeds_and_the_cases_never_the_order_it_was_given() -> None:
     intended = {"run-1": ("b@x.org", "a@x.org"), "run-0": ("c@x.org", "d@x.org")}
     shuffled = {run: tuple(reversed(d)) for run, d in reversed(intended.items())}
-    pick = pinned_delivery(7, "concurrent_claim+provider_5xx", 1, intended, keep_first=False)
+    pick = pinned_delivery(7, "concurrent_claim+provider_5xx", 1, intended, roster_may_change=False)
     assert pick == pinned_delivery(
-        7, "concurrent_claim+provider_5xx", 1, shuffled, keep_first=False
+        7, "concurrent_claim+provider_5xx", 1, shuffled, roster_may_change=False
     )
     picks = {
         tuple(
             pinned_delivery(
-                seed, "concurrent_claim+provider_5xx", 1, intended, keep_first=False
+                seed, "concurrent_claim+provider_5xx", 1, intended, roster_may_change=False
             ).values()
         )
         for seed in range(40)
@@ -126,10 +126,16 @@ def test_the_pick_is_the_seeds_and_the_cases_never_the_order_it_was_given() -> N
     assert len(picks) == 4  # every delivery can be drawn
     # a roster change may drop or respell a run's first destination: never pinned then
     kept = {
-        pinned_delivery(seed, "c", 1, intended, keep_first=True)["destination"]
+        pinned_delivery(seed, "c", 1, intended, roster_may_change=True)["destination"]
         for seed in range(40)
     }
     assert kept == {"b@x.org", "d@x.org"}
+    accented = {"run-0": ("a@x.org", "zoé@x.org", "zoe@x.org")}
+    kept = {
+        pinned_delivery(seed, "c", 1, accented, roster_may_change=True)["destination"]
+        for seed in range(40)
+    }
+    assert kept == {"zoe@x.org"}
 
 
 def test_a_difference_names_its_field() -> None:

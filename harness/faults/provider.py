@@ -52,20 +52,30 @@ def _nth(step: Step) -> int:
 
 
 def pinned_delivery(
-    seed: int, case_id: str, index: int, intended: Mapping[str, Sequence[str]], *, keep_first: bool
+    seed: int,
+    case_id: str,
+    index: int,
+    intended: Mapping[str, Sequence[str]],
+    *,
+    roster_may_change: bool,
 ) -> dict[str, str]:
     """The (run, destination) that step ``index`` of case ``case_id`` faults: a function of
     the seed, the case id and the intended destinations alone (sorted, so the order a dict or
     a query gave them in cannot matter), never of which worker got there first.
 
-    ``keep_first``: leave out each run's first destination (in sorted order), the one a
-    roster change may drop or respell before it is ever sent to, unless it is the only one.
+    ``roster_may_change``: leave out what a roster change may drop or respell before it is ever
+    sent to: each run's first destination (in sorted order: dropped, or respelled) and any
+    accented one (``:*_nfd`` accents one and respells it), as far as any is left.
     """
-    pairs = sorted(
-        (run, dest)
-        for run, dests in intended.items()
-        for dest in (sorted(dests)[1:] if keep_first and len(dests) > 1 else sorted(dests))
-    )
+
+    def candidates(dests: Sequence[str]) -> list[str]:
+        ordered = sorted(dests)
+        if not roster_may_change:
+            return ordered
+        plain = [d for d in ordered if d.isascii()]
+        return [d for d in plain if d != ordered[0]] or plain or ordered
+
+    pairs = sorted((run, dest) for run, dests in intended.items() for dest in candidates(dests))
     if not pairs:
         return {}
     digest = hashlib.sha256(f"{seed}:{case_id}:{index}".encode()).digest()
@@ -81,7 +91,7 @@ def _add(ctx: CaseContext, step: Step, rule: FaultRule) -> None:
             ctx.case.id,
             ctx.step_index,
             ctx.intended,
-            keep_first=any(s.fault == "roster_change" for s in ctx.case.steps),
+            roster_may_change=any(s.fault == "roster_change" for s in ctx.case.steps),
         )
         rule = replace(rule, match={**rule.match, **match})
     ctx.add_provider_rule(rule)
