@@ -27,7 +27,7 @@ from harness._faketime import forget as forget_faketime
 from harness._faketime import write_offset
 from harness.clock import SharedClock
 from harness.lifecycle import Lifecycle
-from harness.schedule import Step
+from harness.schedule import CaseSpec, Step
 from harness.settle import Settle
 from harness.supervisor import (
     DUMP_GRACE_S,
@@ -113,6 +113,9 @@ class CaseContext:
     #: how to tell that a third-party system has settled (None: a worker that ends has)
     settle: Settle | None = None
     started_at: float = field(default_factory=time.time)
+    #: the case being run: with the workload's seed, what every choice a fault makes is
+    #: drawn from (never from which worker got somewhere first)
+    case: CaseSpec | None = None
     #: one record per planned step, in order, once the step has run (or was skipped)
     steps: list[StepRecord] = field(default_factory=list)
     #: step index -> the provider rule that step added (confirmed by the provider's count)

@@ -289,6 +289,10 @@ def _execute(
         sample = result.extra["determinism"]
         agree = sum(1 for s in sample if s["agree"])
         click.echo(f"determinism sample: {agree}/{len(sample)} reruns agree")
+        for entry in sample:
+            if not entry["agree"]:
+                why = entry.get("differs") or f"{entry['first']} then {entry['rerun']}"
+                click.echo(f"  rerun of {entry['case']} differs: {why}")
     echo_gaps(outcome.gaps)
     settle_workdir(result, data, outcome, keep=keep)
     took = f" ({len(result.cases)} case(s) in {_progress.duration(progress.elapsed())})"

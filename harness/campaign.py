@@ -70,6 +70,19 @@ __all__ = [
 ]
 
 
+#: a racing case's fields that the race decided (who claimed what and in which order, so how
+#: often each boundary was reached, how many attempts were made and which of the workload's
+#: own "N-th send" faults met which send): measurements of that run, not the seed's content.
+#: Dotted paths, ``*`` for every key; each invariant's status stays content.
+RACE_MEASURED = (
+    "boundaries_reached",
+    "timeline",
+    "effects.by_outcome",
+    "invariants.*.summary",
+    "invariants.*.evidence",
+)
+
+
 @dataclass
 class CaseResult:
     spec: CaseSpec
@@ -133,6 +146,7 @@ class CaseResult:
                 if self.undecided_because is not None
                 else {}
             ),
+            **({"measured": list(RACE_MEASURED)} if self.spec.races else {}),
         }
 
     def run_json(self) -> dict[str, Any]:
@@ -626,6 +640,7 @@ def run_case(
             lifecycle=settings.lifecycle,
             started_at=started,
             provider_epoch=epoch,
+            case=case,
         )
         # The case is judged on this epoch, by number, whatever the provider's current
         # epoch is by then (a worker that reset the provider must not hide its effects).

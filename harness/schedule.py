@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 from harness.errors import BadInputError
 
+#: faults that run two or more workers at once
+RACING_FAULTS = frozenset({"concurrent_claim"})
+
 _STEP = re.compile(
     r"^(?P<fault>[a-z][a-z0-9_]*)"
     r"(?:@(?P<boundary>[a-z][a-z0-9_]*)#(?P<hit>[1-9][0-9]*))?"
@@ -103,6 +106,13 @@ class CaseSpec:
     @property
     def hit(self) -> int | None:
         return self.steps[0].hit if self.steps else None
+
+    @property
+    def races(self) -> bool:
+        """Whether workers of this case run side by side (``concurrent_claim``): then which
+        send comes N-th, who claims which item and how often each boundary is reached are
+        the race's outcome, not the seed's. A fault never picks its target by that order."""
+        return any(s.fault in RACING_FAULTS for s in self.steps)
 
     @property
     def crashes(self) -> list[Step]:

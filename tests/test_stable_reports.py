@@ -1,10 +1,8 @@
-"""Two runs of one seed write the same reports, byte for byte, once the machine's own numbers
-are set aside: timestamps, durations, pids, the work dir's random name, and the timeline of a
-case whose workers race each other (which racer claims which item first is real concurrency,
-not the harness's choice). The reference's liveness watchdog is set aside too: it flags a
-delivery left due for half a second of *wall* time, so a slow machine sees more of them (the
-verdict stays the same; its evidence, the audit log's length and the timeline's notes do not).
-Everything else, including the order of cases, workers, invariants and evidence, must not move.
+"""Two runs of one seed write the same reports once their declared measurements are set aside
+(``harness.determinism.content``): the clock, durations, pids, the work dir, what a race
+decided (a racing case lists those fields in its ``measured``) and what a wall-clock watchdog
+saw. Everything else, including which recipient a fault lands on and the order of cases,
+workers, invariants and evidence, must not move. A failure names the first field that did.
 """
 
 from __future__ import annotations
@@ -18,55 +16,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from harness import systems
+from harness._case import Landing, StepRecord
+from harness.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec
+from harness.determinism import content, first_difference, rerun_sample
+from harness.faults.provider import pinned_delivery
+from harness.invariants import Status
+from tests.conftest import PG_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 
-#: keys whose values are the machine's clock (absolute, or seconds into the case)
-TIMESTAMPS = {"started_at", "ended_at", "finished_at", "flagged_at", "t"}
-#: keys whose values are how long something took on this machine
-DURATIONS = {"duration_s", "detection_s", "waited_s", "max_detection_s", "schedules_per_second"}
 
-
-def _text(value: str) -> str:
-    value = re.sub(r"pid \d+", "pid N", value)
-    return re.sub(r"\b\d+(\.\d+)?s\b", "Ns", value)
-
-
-def _set_aside(value: Any, key: str = "") -> Any:
-    """The report with the machine's numbers replaced by placeholders."""
-    if key in TIMESTAMPS:
-        return "<time>"
-    if key in DURATIONS:
-        return "<duration>"
-    if key == "pid":
-        return "<pid>"
-    if key == "workdir":
-        return "<workdir>"
-    if key == "liveness" and isinstance(value, dict):
-        return {**value, "summary": "<watchdog>", "evidence": "<watchdog>"}
-    if key == "audit_events":
-        return "<count, watchdog flags included>"
-    if isinstance(value, dict):
-        if "concurrent_claim" in str(value.get("id", "")) and "timeline" in value:
-            value = {**value, "timeline": "<racing workers' interleaving>"}
-        elif "timeline" in value:
-            timeline = [e for e in value["timeline"] if "overdue" not in str(e.get("label"))]
-            value = {**value, "timeline": timeline}
-        return {k: _set_aside(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_set_aside(v) for v in value]
-    if isinstance(value, str):
-        return _text(value)
-    return value
-
-
-def _explore(tmp_path: Path, n: int) -> Path:
-    out = tmp_path / f"r{n}"
+def _cli(tmp_path: Path, out: Path, *words: str) -> Path:
     proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "harness", "explore", "reference-explore"),
-            *("--budget", "10", "--seed", "3", "--report-dir", str(out)),
-            *("--examples-dir", str(tmp_path / f"examples{n}")),
-        ],
+        [sys.executable, "-m", "harness", *words, "--report-dir", str(out)],
         cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
         capture_output=True,
@@ -78,42 +43,192 @@ def _explore(tmp_path: Path, n: int) -> Path:
     return out
 
 
-def _json_bytes(out: Path) -> str:
-    return json.dumps(_set_aside(json.loads((out / "report.json").read_text())), indent=1)
+def _explore(tmp_path: Path, n: int) -> Path:
+    # seed 2 draws a race with a slow reply (``concurrent_claim+provider_slow:1.5s``): the
+    # send it holds was once whichever racer sent first
+    words = ("explore", "reference-explore", "--budget", "10", "--seed", "2")
+    return _cli(tmp_path, tmp_path / f"r{n}", *words, "--examples-dir", str(tmp_path / f"ex{n}"))
 
 
-def _first_difference(a: Any, b: Any, where: str = "report") -> str | None:
-    """Where two set-aside reports first differ, key order included, for the failure."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        if list(a) != list(b):
-            return f"{where}: keys {list(a)} != {list(b)}"
-        found = (_first_difference(a[k], b[k], f"{where}.{k}") for k in a)
-        return next((f for f in found if f), None)
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        pairs = enumerate(zip(a, b, strict=True))
-        found = (_first_difference(x, y, f"{where}[{i}]") for i, (x, y) in pairs)
-        return next((f for f in found if f), None)
-    return None if a == b else f"{where}: {a!r:.200} != {b!r:.200}"
+def _report(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return data
+
+
+def _assert_same_content(first: Path, second: Path) -> None:
+    a, b = (content(_report(d)) for d in (first, second))
+    difference = first_difference(a, b)
+    assert difference is None, f"two runs of one seed differ at {difference}"
+    assert json.dumps(a, indent=1) == json.dumps(b, indent=1)  # key order too
 
 
 def _numbers_aside(text: str) -> str:
+    text = re.sub(r"pid \d+", "pid N", text)
     text = re.sub(r'(timestamp|time)="[^"]*"', r'\1="N"', text)
-    return re.sub(r"\d+\.\d+", "N", _text(text))
+    return re.sub(r"\d+(\.\d+)?", "N", text)
 
 
-def test_two_explore_runs_of_one_seed_write_the_same_reports() -> None:
+def test_two_explore_runs_of_one_seed_write_the_same_content() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         first, second = (_explore(Path(tmp), n) for n in (1, 2))
-        report = json.loads((first / "report.json").read_text())
+        report = _report(first)
         assert len(report["cases"]) == 11  # the dry run and the budget
         raced = [c for c in report["cases"] if "concurrent_claim" in c["id"]]
-        assert raced, "the seed no longer draws a race; pick one that does"
+        assert any("provider_slow" in c["id"] for c in raced), "pick a seed that races a fault"
         for case in raced:  # racers are listed in the order they were started
             names = [w["worker"] for w in case["workers"]]
             assert names == sorted(names), names
-        a, b = (_set_aside(json.loads((d / "report.json").read_text())) for d in (first, second))
-        assert _first_difference(a, b) is None
-        assert _json_bytes(first) == _json_bytes(second)
+            assert "boundaries_reached" in case["measured"], case["id"]
+        _assert_same_content(first, second)
         for name in ("report.md", "report.xml"):
             a, b = ((d / name).read_text() for d in (first, second))
             assert _numbers_aside(a) == _numbers_aside(b), name
+
+
+def test_a_race_lands_a_provider_fault_on_the_recipient_the_seed_picks(tmp_path: Path) -> None:
+    """Four runs of a racing case with a slow reply: the held send is always the delivery
+    drawn from the seed and the case id, whichever racer got to the provider first, and the
+    landing names it; before, it was the first send of the race (any recipient)."""
+    case = CaseSpec.parse("concurrent_claim+provider_slow:1.5s")
+    settings = CampaignSettings(system=systems.resolve("reference"), seed=2, workdir=tmp_path)
+    held: list[tuple[str | None, str | None]] = []
+    landings: list[str] = []
+    with Campaign(settings) as campaign:
+        assert campaign.provider is not None
+        for _ in range(4):
+            result = campaign.run(case)
+            assert result.verdict is Status.PASS, (result.invariants, result.notes)
+            effects = campaign.provider.admin.effects()  # the case's own epoch
+            held += [(e.run_id, e.destination) for e in effects if e.fault == "timeout"]
+            landings.append(result.step_records[1].detail)
+    intended = campaign.workload.intended()
+    pick = pinned_delivery(2, case.id, 1, intended, roster_may_change=False)
+    assert held == [(pick["run_id"], pick["destination"])] * 4
+    assert len(set(landings)) == 1, landings
+    assert pick["destination"] in landings[0]
+
+
+def test_the_pick_is_the_seeds_and_the_cases_never_the_order_it_was_given() -> None:
+    intended = {"run-1": ("b@x.org", "a@x.org"), "run-0": ("c@x.org", "d@x.org")}
+    shuffled = {run: tuple(reversed(d)) for run, d in reversed(intended.items())}
+    pick = pinned_delivery(7, "concurrent_claim+provider_5xx", 1, intended, roster_may_change=False)
+    assert pick == pinned_delivery(
+        7, "concurrent_claim+provider_5xx", 1, shuffled, roster_may_change=False
+    )
+    picks = {
+        tuple(
+            pinned_delivery(
+                seed, "concurrent_claim+provider_5xx", 1, intended, roster_may_change=False
+            ).values()
+        )
+        for seed in range(40)
+    }
+    assert len(picks) == 4  # every delivery can be drawn
+    # a roster change may drop or respell a run's first destination: never pinned then
+    kept = {
+        pinned_delivery(seed, "c", 1, intended, roster_may_change=True)["destination"]
+        for seed in range(40)
+    }
+    assert kept == {"b@x.org", "d@x.org"}
+    accented = {"run-0": ("a@x.org", "zoé@x.org", "zoe@x.org")}
+    kept = {
+        pinned_delivery(seed, "c", 1, accented, roster_may_change=True)["destination"]
+        for seed in range(40)
+    }
+    assert kept == {"zoe@x.org"}
+
+
+def test_a_difference_names_its_field() -> None:
+    a = {"cases": [{"id": "x", "landings": [{"detail": "to ann"}]}]}
+    b = {"cases": [{"id": "x", "landings": [{"detail": "to bob"}]}]}
+    assert first_difference(content(a), content(b)) == (
+        "report.cases[0].landings[0].detail: 'to ann' != 'to bob'"
+    )
+    assert first_difference({"t": [1, 2]}, {"t": [1]}) == "report.t: 2 items != 1"
+    # measurements are set aside: the clock, a pid, and what a racing case measured
+    c = {"cases": [{"measured": ["timeline"], "timeline": [1], "duration_s": 1.0, "pid": 3}]}
+    d = {"cases": [{"measured": ["timeline"], "timeline": [2, 3], "duration_s": 9.0, "pid": 4}]}
+    assert first_difference(content(c), content(d)) is None
+
+
+def _certify_pg(tmp_path: Path, n: int, url: str, *cases: str) -> Path:
+    words = ["certify", "--seed", "1", "--db", url]
+    for case in cases:
+        words += ["--case", case]
+    return _cli(tmp_path, tmp_path / f"pg{n}", *words)
+
+
+def _pg_url() -> str:
+    url = os.environ.get(PG_ENV)
+    if not url:
+        pytest.skip(f"set {PG_ENV} to test PostgreSQL")
+    return url
+
+
+#: a bounded sample of the certify campaign for every CI run: the baseline, the hard case, a
+#: recovery that reconciles (the watchdog sees most there)
+PG_SAMPLE = ("baseline", "crash@after_provider_accept#1", "crash@before_reconcile#1")
+
+
+@pytest.mark.postgres
+def test_two_certify_runs_on_postgresql_write_the_same_content(tmp_path: Path) -> None:
+    url = _pg_url()
+    first, second = (_certify_pg(tmp_path, n, url, *PG_SAMPLE) for n in (1, 2))
+    _assert_same_content(first, second)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_two_whole_certify_runs_on_postgresql_write_the_same_content(tmp_path: Path) -> None:
+    url = _pg_url()
+    first, second = (_certify_pg(tmp_path, n, url) for n in (1, 2))
+    assert len(_report(first)["cases"]) == 12
+    _assert_same_content(first, second)
+
+
+def _passing(detail: str) -> CaseResult:
+    spec = CaseSpec.parse("concurrent_claim+provider_5xx")
+    records = [
+        StepRecord("concurrent_claim", Landing.LANDED, "w1, w2 held their first claims at once"),
+        StepRecord("provider_5xx", Landing.LANDED, detail),
+    ]
+    return CaseResult(
+        spec=spec,
+        verdict=Status.PASS,
+        invariants={},
+        workers=[],
+        intended=2,
+        accepted=2,
+        reached={},
+        crash_fired=False,
+        notes=[],
+        duration_s=1.0,
+        replay="",
+        step_records=records,
+    )
+
+
+class _Rerun:
+    """A campaign whose every rerun lands its provider fault on ``to``."""
+
+    def __init__(self, to: str) -> None:
+        self.to = to
+
+    def run(self, spec: CaseSpec, *, slug_prefix: str) -> CaseResult:
+        return _passing(f"the provider applied status to 1 request(s); to {self.to}")
+
+
+def test_a_rerun_that_lands_on_another_recipient_disagrees_and_says_where() -> None:
+    """Same verdict, same invariants, another recipient: not the same case (before, any
+    rerun with the same verdicts agreed)."""
+    first = _passing("the provider applied status to 1 request(s); to ann@x.org")
+    same = rerun_sample(_Rerun("ann@x.org"), [first], size=1, seed=1)  # type: ignore[arg-type]
+    assert same[0]["agree"] is True
+    assert "differs" not in same[0]
+    (other,) = rerun_sample(_Rerun("bob@x.org"), [first], size=1, seed=1)  # type: ignore[arg-type]
+    assert other["agree"] is False
+    assert other["differs"] == (
+        "case concurrent_claim+provider_5xx: landings[1].detail:"
+        " 'the provider applied status to 1 request(s); to ann@x.org'"
+        " != 'the provider applied status to 1 request(s); to bob@x.org'"
+    )

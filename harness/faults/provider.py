@@ -10,11 +10,19 @@ The reply is held, not the request. ``provider_hold:DURATION`` holds the request
 the provider processes it: its effect lands when the hold ends (wall time, or once the case
 clock has moved that far), and the case drains the provider's epoch before it is judged, so the
 effect counts in its own case and never in the next.
+
+In a case where workers race (``concurrent_claim``), "the N-th send" would be whichever send
+the race put N-th: a replay could fault another recipient. There the rule is pinned to one
+delivery, a (run, destination) pair drawn from the seed and the case id (``pinned_delivery``),
+and ``:N`` counts that delivery's sends: the same recipient every time the case runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from fake_providers import FaultRule
 from harness._case import CaseContext
@@ -43,6 +51,52 @@ def _nth(step: Step) -> int:
         raise BadInputError(f"{step}: {exc}") from None
 
 
+def pinned_delivery(
+    seed: int,
+    case_id: str,
+    index: int,
+    intended: Mapping[str, Sequence[str]],
+    *,
+    roster_may_change: bool,
+) -> dict[str, str]:
+    """The (run, destination) that step ``index`` of case ``case_id`` faults: a function of
+    the seed, the case id and the intended destinations alone (sorted, so the order a dict or
+    a query gave them in cannot matter), never of which worker got there first.
+
+    ``roster_may_change``: leave out what a roster change may drop or respell before it is ever
+    sent to: each run's first destination (in sorted order: dropped, or respelled) and any
+    accented one (``:*_nfd`` accents one and respells it), as far as any is left.
+    """
+
+    def candidates(dests: Sequence[str]) -> list[str]:
+        ordered = sorted(dests)
+        if not roster_may_change:
+            return ordered
+        plain = [d for d in ordered if d.isascii()]
+        return [d for d in plain if d != ordered[0]] or plain or ordered
+
+    pairs = sorted((run, dest) for run, dests in intended.items() for dest in candidates(dests))
+    if not pairs:
+        return {}
+    digest = hashlib.sha256(f"{seed}:{case_id}:{index}".encode()).digest()
+    run, dest = random.Random(digest).choice(pairs)
+    return {"run_id": run, "destination": dest}
+
+
+def _add(ctx: CaseContext, step: Step, rule: FaultRule) -> None:
+    """Arm a step's rule; in a racing case, pinned to the delivery the seed picks."""
+    if ctx.case is not None and ctx.case.races:
+        match = pinned_delivery(
+            ctx.workload.seed,
+            ctx.case.id,
+            ctx.step_index,
+            ctx.intended,
+            roster_may_change=any(s.fault == "roster_change" for s in ctx.case.steps),
+        )
+        rule = replace(rule, match={**rule.match, **match})
+    ctx.add_provider_rule(rule)
+
+
 def _check_slow(arg: str) -> float:
     return duration_s(arg, maximum_s=MAX_SLOW_S)
 
@@ -55,8 +109,7 @@ def _slow_prepare(ctx: CaseContext, step: Step) -> None:
     # A step's rule is armed ahead of the workload's own faults (``add_provider_rule``): in a
     # race the first send may be one of theirs, and the reply must be held whichever send
     # comes first, or a replay could differ.
-    rule = FaultRule(fault="timeout", hold_s=delay, then="reply", nth=1)
-    ctx.add_provider_rule(rule)
+    _add(ctx, step, FaultRule(fault="timeout", hold_s=delay, then="reply", nth=1))
 
 
 def _hold_prepare(ctx: CaseContext, step: Step) -> None:
@@ -66,12 +119,12 @@ def _hold_prepare(ctx: CaseContext, step: Step) -> None:
         raise BadInputError(f"{step}: {exc}") from None
     # held *before* it is processed: the effect lands when the hold ends (on the case clock
     # too), so the case drains its epoch before it is judged (``campaign._drain``)
-    ctx.add_provider_rule(FaultRule(fault="slow", delay_s=delay, nth=1))
+    _add(ctx, step, FaultRule(fault="slow", delay_s=delay, nth=1))
 
 
 def _rule(make: Callable[[int], FaultRule]) -> Callable[[CaseContext, Step], None]:
     def prepare(ctx: CaseContext, step: Step) -> None:
-        ctx.add_provider_rule(make(_nth(step)))
+        _add(ctx, step, make(_nth(step)))
 
     return prepare
 
@@ -101,7 +154,14 @@ def confirm(
     entry = stats[position]
     if int(entry.get("fired", 0)) >= 1:
         seen = [e for e in effects if e.fault == rule.fault]
-        where = f"; e.g. record #{seen[0].seq} to {seen[0].destination}" if seen else ""
+        if "destination" in rule.match:  # pinned: a race numbers the records as it went
+            pinned = f"{rule.match['destination']} ({rule.match.get('run_id', 'any run')})"
+            where = f"; to {pinned}, the delivery the seed picked"
+        elif seen:  # numbered within the case: the provider's seq counts earlier cases too
+            nth = 1 + sorted(e.seq for e in effects).index(seen[0].seq)
+            where = f"; e.g. the case's record {nth}, to {seen[0].destination}"
+        else:
+            where = ""
         return True, f"the provider applied {rule.fault} to {entry['fired']} request(s){where}"
     matched = int(entry.get("matched", 0))
     if matched >= rule.nth:

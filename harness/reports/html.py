@@ -542,7 +542,8 @@ def _determinism(report: Mapping[str, Any]) -> str:
         return ""
     rows = "".join(
         f"<tr><td><code>{escape(d['case'])}</code></td><td>{escape(d['first'])}</td>"
-        f"<td>{escape(d['rerun'])}</td><td>{'same' if d['agree'] else '<b>differs</b>'}</td></tr>"
+        f"<td>{escape(d['rerun'])}</td><td>{'same' if d['agree'] else '<b>differs</b>'}"
+        f"{' ' + escape(d['differs']) if d.get('differs') else ''}</td></tr>"
         for d in entries
     )
     return (

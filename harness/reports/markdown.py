@@ -209,6 +209,7 @@ def _determinism(report: Mapping[str, Any]) -> list[str]:
     lines = ["## Determinism sample", "", "| case | first | rerun | same |", "|---|---|---|---|"]
     for d in entries:
         lines.append(
-            f"| `{d['case']}` | {d['first']} | {d['rerun']} | {'✅' if d['agree'] else '❌'} |"
+            f"| `{d['case']}` | {d['first']} | {d['rerun']} | {'✅' if d['agree'] else '❌'}"
+            + (f" {d['differs']} |" if d.get("differs") else " |")
         )
     return [*lines, ""]
