@@ -33,6 +33,11 @@ def clean_cmd(*, db_url: str | None, kept: bool) -> None:
     from harness.errors import BadInputError
     from harness.supervisor import CGROUP_PREFIX
 
+    try:
+        _scratch.scratch_root()  # a CRASH_HARNESS_TMPDIR that is no folder: not "nothing left"
+    except BadInputError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitStatus.BAD_INPUT)
     removed = _scratch.sweep_stale(kept_too=kept)
     for path, size in removed:
         click.echo(f"removed work dir {path} ({format_bytes(size)})")

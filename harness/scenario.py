@@ -287,6 +287,33 @@ def _err(path: Path, text: str, table: str | None, key: str | None, message: str
     return ScenarioError(f"{where}: [{dotted}] {message}" if dotted else f"{where}: {message}")
 
 
+#: how deep a scenario's values may nest: a table, its keys, a list of cases, a list in an
+#: override; far more than any field needs, far less than Python's recursion limit
+MAX_DEPTH = 8
+
+
+def _depth(data: object) -> int:
+    """How deep tables and arrays nest in ``data``, counted without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return deepest
+
+
+def _too_deep(path: Path, depth: int | None) -> str:
+    found = f"{depth} levels" if depth is not None else "too deep for the TOML reader"
+    return (
+        f"{path}: arrays or inline tables nested {found}; a scenario nests at most"
+        f" {MAX_DEPTH} (a table, a list of cases, a list in an override)"
+    )
+
+
 def load(path: Path) -> Scenario:
     """Read and validate one scenario file."""
     if path.exists() and not path.is_file():  # a FIFO would block the read forever
@@ -304,6 +331,11 @@ def load(path: Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ScenarioError(_too_deep(path, None)) from None
+    depth = _depth(data)
+    if depth > MAX_DEPTH:  # every later walk (checks, reports, repr) would recurse as deep
+        raise ScenarioError(_too_deep(path, depth))
     for table, value in data.items():
         if table not in _SCHEMA:
             hint = difflib.get_close_matches(table, list(_SCHEMA), n=1)
