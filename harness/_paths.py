@@ -49,7 +49,9 @@ def _check_length(path: Path, what: str, *, room: int = 0) -> None:
         )
 
 
-def _exists(path: Path, what: str) -> bool:
+def exists(path: Path, what: str) -> bool:
+    """``path.exists()`` for a path a user named: a name too long to look up, or one under a
+    file, is refused (``BadInputError``) instead of raising ``OSError`` from ``stat``."""
     try:
         os.stat(path)
     except FileNotFoundError:
@@ -64,10 +66,10 @@ def _exists(path: Path, what: str) -> bool:
 def writable_dir(path: Path, what: str, *, make: bool = True) -> Path:
     """A folder we may write in, or (``make``) one we may make. Returns ``path``."""
     _check_length(path, what)
-    if _exists(path, what) and not path.is_dir():
+    if exists(path, what) and not path.is_dir():
         raise BadInputError(f"{what}: {shown(path)} exists and is not a directory")
     ancestor = path.absolute()
-    while not _exists(ancestor, what):
+    while not exists(ancestor, what):
         ancestor = ancestor.parent
     if not make and ancestor != path.absolute():
         raise BadInputError(f"{what}: {shown(path)} does not exist (expected a directory)")
@@ -85,7 +87,7 @@ def writable_file(path: Path, what: str, *, make_parent: bool = True, room: int 
     """A regular file we may create or replace (never a device, a folder or ``/proc``): its
     folder is one we may write in (or, ``make_parent``, make). Returns ``path``."""
     _check_length(path, what, room=room)
-    if _exists(path, what) and not path.is_file():
+    if exists(path, what) and not path.is_file():
         raise BadInputError(f"{what}: {shown(path)} exists and is not a regular file")
     writable_dir(path.absolute().parent, what, make=make_parent)
     return path

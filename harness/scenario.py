@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_providers import FaultRule
-from harness import systems
+from harness import _paths, systems
 from harness._boundary import SCOPES
 from harness.credentials import CREDENTIAL_MODES
 from harness.errors import BadInputError
@@ -246,7 +246,7 @@ def builtin_paths() -> list[Path]:
 def resolve_path(name: str) -> Path:
     """A path as given, or the name of a built-in scenario (with or without ``.toml``)."""
     given = Path(name)
-    if given.exists():
+    if _paths.exists(given, "scenario"):
         return given
     stem = given.name.removesuffix(".toml")
     candidate = builtin_dir() / f"{stem}.toml"
@@ -316,7 +316,7 @@ def _too_deep(path: Path, depth: int | None) -> str:
 
 def load(path: Path) -> Scenario:
     """Read and validate one scenario file."""
-    if path.exists() and not path.is_file():  # a FIFO would block the read forever
+    if _paths.exists(path, "scenario") and not path.is_file():  # a FIFO would block forever
         raise ScenarioError(f"{path}: cannot read scenario: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")

@@ -242,6 +242,8 @@ _LONG = "a" * 5000
             "not a regular file",
         ),
         (["providers", "serve", "--preset", "payments", "--log", _LONG], "(5000 characters)"),
+        (["run", _LONG, "--case", "baseline"], "scenario: cannot use aaaa"),
+        (["certify", "--resume", _LONG], "report: cannot use aaaa"),
         (["providers", "serve", "--preset", "payments", "--port", "-1"], "'--port': -1"),
     ],
 )
