@@ -107,3 +107,23 @@ def test_fixed_worker_holds_under_both_crash_scopes(tmp_path: Path, scope: str) 
     for c in report["cases"]:
         assert c["effects"]["accepted"] == c["effects"]["intended"] == 2
         assert all(w["stragglers"] == 0 for w in c["workers"])
+
+
+def test_the_workers_command_thread_stops_within_a_poll() -> None:
+    """A burst worker that finished its jobs hung 60 s in teardown, 1 case in 7 under load
+    (issue 22): RQ's pubsub thread polls every 60 s and redis-py 8's stop() joins it without
+    a timeout. The example's worker polls every second, and its thread is gone once the
+    worker unsubscribes (the pytest timeout is the guard, not a measured duration)."""
+    from redis import Redis
+    from rq import Queue
+
+    from examples.rq_worker.app import BurstWorker
+
+    redis = Redis.from_url("redis://127.0.0.1:6379/0")
+    worker = BurstWorker([Queue("ch-test-command-thread", connection=redis)], connection=redis)
+    worker.subscribe()
+    thread = worker.pubsub_thread
+    assert thread is not None
+    assert thread.sleep_time <= 1.0  # RQ's own Worker: 60
+    worker.unsubscribe()
+    assert not thread.is_alive()
