@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: certify test lint bench bench-quick soak fuzz clean
+.PHONY: certify test test-under-load lint bench bench-quick soak fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,22 @@ certify: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# A bounded slice of the suite with two CPU hogs per core beside it (.ci/under-load starts
+# and always stops them): certify of the reference, a daemon's lifecycle, the liveness
+# checker, a few mutants and the fixed RQ example must give the same verdicts on a busy
+# runner as on an idle one. CI runs it after `make test`.
+LOAD_SLICE := \
+  'tests/test_certify.py::test_reference_certifies_clean_at_every_boundary[sqlite]' \
+  tests/test_lifecycle.py::test_a_correct_daemon_settles_is_stopped_by_its_signal_and_passes \
+  tests/test_invariants_liveness.py \
+  'tests/test_mutants.py::test_each_mutant_is_caught_by_its_intended_invariant[sqlite-ack_before_send]' \
+  'tests/test_mutants.py::test_each_mutant_is_caught_by_its_intended_invariant[sqlite-no_watchdog]' \
+  'tests/test_mutants.py::test_each_mutant_is_caught_by_its_intended_invariant[sqlite-no_lease]' \
+  'tests/test_example_rq.py::test_fixed_worker_holds_under_both_crash_scopes[process]'
+
+test-under-load: $(STAMP)
+	.ci/under-load -q $(LOAD_SLICE)
 
 # The whole false-alarm soak: 1,000 cases of every fault kind and size (tests/test_soak.py) and
 # 1,001 crash-restart cycles of the certify campaign (tests/test_mutants.py); every CI run

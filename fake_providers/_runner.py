@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
+import stat
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -101,6 +103,36 @@ def exposure_warning(host: str, ready: Mapping[str, Any]) -> str:
     )
 
 
+def open_effect_log(path: Path, *, durable: bool = True) -> EffectLog:
+    """The effect log at ``path``, or a ``ProviderError`` naming it (one line, exit 2 at the
+    command line): a device (``/dev/null``), a folder, ``/proc`` or a missing folder is
+    refused here, before the provider listens, never a SQLite traceback."""
+    if durable:
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as exc:
+            raise ProviderError(f"effect log {_shown(path)}: {exc.strerror}") from None
+        if mode is not None and not stat.S_ISREG(mode):
+            raise ProviderError(
+                f"effect log {_shown(path)}: not a regular file (expected a SQLite file or a new"
+                " path)"
+            )
+    try:
+        return EffectLog(path, durable=durable)
+    except sqlite3.Error as exc:
+        raise ProviderError(
+            f"effect log {_shown(path)}: cannot open it as a SQLite file ({exc})"
+        ) from None
+
+
+def _shown(path: Path) -> str:
+    """A path as a one-line message shows it: an over-long one is cut and counted."""
+    text = str(path)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def run_provider(
     *,
     preset: str,
@@ -130,7 +162,7 @@ def run_provider(
         )
     spec = get_preset(preset)
     resolved = spec.resolve(options)
-    log = EffectLog(log_path, durable=durable)
+    log = open_effect_log(log_path, durable=durable)
     try:
         app = ProviderApp(
             spec=spec,

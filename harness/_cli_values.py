@@ -7,8 +7,6 @@ report cannot carry back to ``--seed``, a port no socket has.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,16 +55,6 @@ def report_dir(path: Path) -> Path:
     """``--report-dir``, checked before any case runs: a folder we may write in, or one we
     may make (a run that could not write its report at the end would have run for nothing).
     Nothing is left behind by the check: bad input elsewhere must leave no trace."""
-    from harness.errors import BadInputError
+    from harness import _paths
 
-    if path.exists() and not path.is_dir():
-        raise BadInputError(f"--report-dir: {path} exists and is not a directory")
-    ancestor = path.absolute()
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    try:  # try it for real: permission bits do not bind root, and /proc refuses anyway
-        os.rmdir(tempfile.mkdtemp(prefix=".crash-harness-probe-", dir=ancestor))
-    except OSError as exc:
-        where = "write in" if ancestor == path.absolute() else f"make {path}: cannot write in"
-        raise BadInputError(f"--report-dir: cannot {where} {ancestor} ({exc.strerror})") from None
-    return path
+    return _paths.writable_dir(path, "--report-dir")

@@ -33,6 +33,11 @@ def clean_cmd(*, db_url: str | None, kept: bool) -> None:
     from harness.errors import BadInputError
     from harness.supervisor import CGROUP_PREFIX
 
+    try:
+        _scratch.scratch_root()  # a CRASH_HARNESS_TMPDIR that is no folder: not "nothing left"
+    except BadInputError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitStatus.BAD_INPUT)
     # processes first: what a killed run's keepers (walk mode) still hold may write to its dirs
     swept = _keeper.sweep_stale()
     for keeper in swept:

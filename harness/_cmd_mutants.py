@@ -395,12 +395,15 @@ def mutants(
     worker_deadline: float,
 ) -> None:
     """Run every mutant and the reference; print which invariants catch which mistake."""
-    from harness import _db
+    from harness import _db, _paths
     from harness.mutants import CATALOGUE
 
-    workdir = _scratch.make_workdir("crash-harness-mutants-")
+    workdir: Path | None = None
     progress = _progress.Progress("mutants")
     try:
+        if json_path is not None:  # written after every system ran: checked before any does
+            _paths.writable_file(json_path, "--json")
+        workdir = _scratch.make_workdir("crash-harness-mutants-")
         unknown = sorted(set(only) - set(CATALOGUE))
         if unknown:
             raise BadInputError(
@@ -454,7 +457,7 @@ def mutants(
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
     finally:
-        if not keep_workdir:
+        if workdir is not None and not keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
     progress.close()
@@ -466,7 +469,7 @@ def mutants(
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(matrix.to_json(), indent=2) + "\n")
         click.echo(f"matrix: {json_path}")
-    if keep_workdir:
+    if keep_workdir and workdir is not None:
         from harness.cli import echo_kept
 
         echo_kept(workdir)

@@ -208,7 +208,7 @@ def _execute(
 
     try:
         _cli_values.report_dir(report_dir)
-        _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
+        _scratch.check_settings()  # bad scratch settings are refused before any case
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep, set_words=set_words)
         mode = mode or scenario.mode
@@ -516,7 +516,7 @@ def explore_cmd(
                 f"--examples-redis: expected a redis://HOST:PORT/DB URL, got {examples_redis!r}"
             )
         _cli_values.report_dir(report_dir)
-        _scratch.kept_limit()
+        _scratch.check_settings()
         scenario = scenario_mod.load(scenario_mod.resolve_path(scenario_name))
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep, set_words=set_words)
         click.echo(

@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from harness import _owner, _secrets
 from harness.errors import BadInputError, DatabaseUnreachableError
@@ -116,6 +116,7 @@ def normalise_url(url: str) -> str:
         raise BadInputError(f"--db: {shown!r} is not a database URL ({exc})") from None
     backend = parsed.get_backend_name()
     if backend == "postgresql":
+        _check_conninfo(parsed)
         return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     if backend == "sqlite":
         _check_sqlite_path(parsed.database)
@@ -123,22 +124,39 @@ def normalise_url(url: str) -> str:
     raise BadInputError(f"--db: unsupported backend {backend!r}; use sqlite:/// or postgresql://")
 
 
+def _check_conninfo(parsed: URL) -> None:
+    """Let libpq read the URL as it will when the first case connects: an option it does
+    not know (``?bogus=1``) is refused now, in one line, not as a traceback mid-campaign."""
+    import psycopg
+    from psycopg import pq
+
+    conninfo = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        pq.Conninfo.parse(conninfo.encode())
+    except psycopg.Error as exc:  # libpq's own words say what is wrong
+        shown = parsed.render_as_string(hide_password=True)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BadInputError(
+            f"--db: {shown!r} is not a PostgreSQL URL libpq takes ({reason})"
+        ) from None
+
+
+#: what a case adds to the --db file's name: "-", its slug (at most 80), ".sqlite", "-wal"
+LEDGER_NAME_ROOM = 1 + 80 + len(".sqlite") + len("-wal")
+
+
 def _check_sqlite_path(database: str | None) -> None:
     """Each case's ledger is made next to the given file: its folder must be one we may
-    write in, and the path itself a regular file or nothing yet (never ``/dev/null``)."""
+    write in (tried for real: root passes every permission check, and ``/proc`` refuses
+    anyway), and the path itself a regular file or nothing yet (never ``/dev/null``)."""
+    from harness import _paths
+
     if not database or database == ":memory:":
         raise BadInputError(
             "--db: a sqlite URL needs a file path (sqlite:///path); each worker process must"
             " open the same file"
         )
-    path = Path(database)
-    folder = path.parent
-    if not folder.is_dir():
-        raise BadInputError(f"--db: {folder} is not a directory (the ledger files go there)")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BadInputError(f"--db: cannot write in {folder} (the ledger files go there)")
-    if path.exists() and not path.is_file():
-        raise BadInputError(f"--db: {path} exists and is not a regular file")
+    _paths.writable_file(Path(database), "--db", make_parent=False, room=LEDGER_NAME_ROOM)
 
 
 def open_engine(url: str, *, schema: str | None = None) -> Engine:
@@ -221,7 +239,7 @@ def check_reachable(url: str) -> None:
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
-    except OperationalError as exc:
+    except DBAPIError as exc:  # unreachable, refused, or an option libpq rejects
         shown = make_url(url).render_as_string(hide_password=True)
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
         raise DatabaseUnreachableError(f"--db: cannot connect to {shown}: {reason}") from None

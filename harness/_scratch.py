@@ -28,9 +28,17 @@ _SHM = "/dev/shm"
 
 
 def scratch_root() -> str | None:
-    """The directory new work dirs go under (None: the platform's temporary directory)."""
+    """The directory new work dirs go under (None: the platform's temporary directory).
+
+    Raises ``BadInputError`` naming ``CRASH_HARNESS_TMPDIR`` when it names no folder we may
+    write in."""
     chosen = os.environ.get(TMPDIR_ENV)
     if chosen:
+        from harness import _paths
+
+        # a folder that exists and that we may write in: a run never makes it (a typo would
+        # scatter work dirs), and finding it unusable only at the first case is a traceback
+        _paths.writable_dir(Path(chosen), TMPDIR_ENV, make=False)
         return chosen
     if _is_writable_tmpfs(_SHM):
         return _SHM
@@ -111,6 +119,13 @@ def _project_of(path: Path) -> str | None:
         if line.startswith(_PROJECT_KEY):
             return line.removeprefix(_PROJECT_KEY)
     return None
+
+
+def check_settings() -> None:
+    """Refuse a bad ``CRASH_HARNESS_TMPDIR`` or ``CRASH_HARNESS_KEEP_WORKDIRS`` before any
+    case runs (``BadInputError``), instead of when the first work dir is made or kept."""
+    scratch_root()
+    kept_limit()
 
 
 def kept_limit() -> int:

@@ -288,7 +288,7 @@ def certify(
     progress = _progress.Progress("certify")
     try:
         _cli_values.report_dir(report_dir)
-        _scratch.kept_limit()  # a bad CRASH_HARNESS_KEEP_WORKDIRS is refused before any case
+        _scratch.check_settings()  # bad scratch settings are refused before any case
         if resume_path is not None:
             given_system = ctx.get_parameter_source("system_name") is not ParameterSource.DEFAULT
             resumed = plan_resume(

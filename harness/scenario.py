@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_providers import FaultRule
-from harness import systems
+from harness import _paths, systems
 from harness._boundary import SCOPES
 from harness.credentials import CREDENTIAL_MODES
 from harness.errors import BadInputError
@@ -246,7 +246,7 @@ def builtin_paths() -> list[Path]:
 def resolve_path(name: str) -> Path:
     """A path as given, or the name of a built-in scenario (with or without ``.toml``)."""
     given = Path(name)
-    if given.exists():
+    if _paths.exists(given, "scenario"):
         return given
     stem = given.name.removesuffix(".toml")
     candidate = builtin_dir() / f"{stem}.toml"
@@ -287,9 +287,36 @@ def _err(path: Path, text: str, table: str | None, key: str | None, message: str
     return ScenarioError(f"{where}: [{dotted}] {message}" if dotted else f"{where}: {message}")
 
 
+#: how deep a scenario's values may nest: a table, its keys, a list of cases, a list in an
+#: override; far more than any field needs, far less than Python's recursion limit
+MAX_DEPTH = 8
+
+
+def _depth(data: object) -> int:
+    """How deep tables and arrays nest in ``data``, counted without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return deepest
+
+
+def _too_deep(path: Path, depth: int | None) -> str:
+    found = f"{depth} levels" if depth is not None else "too deep for the TOML reader"
+    return (
+        f"{path}: arrays or inline tables nested {found}; a scenario nests at most"
+        f" {MAX_DEPTH} (a table, a list of cases, a list in an override)"
+    )
+
+
 def load(path: Path) -> Scenario:
     """Read and validate one scenario file."""
-    if path.exists() and not path.is_file():  # a FIFO would block the read forever
+    if _paths.exists(path, "scenario") and not path.is_file():  # a FIFO would block forever
         raise ScenarioError(f"{path}: cannot read scenario: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
@@ -304,6 +331,11 @@ def load(path: Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ScenarioError(_too_deep(path, None)) from None
+    depth = _depth(data)
+    if depth > MAX_DEPTH:  # every later walk (checks, reports, repr) would recurse as deep
+        raise ScenarioError(_too_deep(path, depth))
     for table, value in data.items():
         if table not in _SCHEMA:
             hint = difflib.get_close_matches(table, list(_SCHEMA), n=1)

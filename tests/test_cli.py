@@ -197,6 +197,12 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path) -> None:
     assert "hunter2" not in db.stderr + db.stdout
 
 
+#: a command line that would run one quick case if its hostile value were let through
+_QUICK = ["certify", "--case", "baseline", "--seed", "1"]
+#: longer than any name or path the file system takes
+_LONG = "a" * 5000
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -207,7 +213,7 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path) -> None:
         (["certify", "--system", ":x"], "--system: ':x' is not module:attr"),
         (
             ["certify", "--db", "sqlite:////nonexistent/x.db"],
-            "--db: /nonexistent is not a directory",
+            "--db: /nonexistent does not exist (expected a directory)",
         ),
         (["certify", "--db", "sqlite:////dev/null"], "--db: /dev/null exists and is not a regular"),
         (["certify", "--db", "sqlite://"], "--db: a sqlite URL needs a file path"),
@@ -216,18 +222,72 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path) -> None:
         (["certify", "--report-dir", "/dev/null"], "--report-dir: /dev/null exists and is not a"),
         (["run", "reference-certify", "--report-dir", "/proc/nope"], "--report-dir: cannot make"),
         (["providers", "serve", "--preset", "payments", "--port", "70000"], "'--port': 70000"),
+        # found by the command-line fuzzer (issue 22): root passes every permission check
+        ([*_QUICK, "--db", "sqlite:////proc/x.db"], "--db: cannot write in /proc"),
+        (
+            [*_QUICK, "--db", "postgresql://postgres@127.0.0.1:5432/test?bogus=1"],
+            'libpq takes (invalid URI query parameter: "bogus")',
+        ),
+        ([*_QUICK, "--db", "sqlite:///" + _LONG], f"--db: {_LONG[:60]}... (5000 characters) is"),
+        ([*_QUICK, "--db", "sqlite:///" + "a" * 200], "is too long (a name may have at most 255"),
+        ([*_QUICK, "--report-dir", _LONG], "--report-dir: aaaa"),
+        (
+            ["mutants", *_QUICK[1:], "--only", "ack_before_send", "--json", "/proc/m.json"],
+            "--json:",
+        ),
+        (["mutants", *_QUICK[1:], "--only", "ack_before_send", "--json", "/dev/null"], "--json:"),
+        (["providers", "serve", "--preset", "payments", "--log", "/proc/x.log"], "log /proc/x.log"),
+        (
+            ["providers", "serve", "--preset", "payments", "--log", "/dev/null"],
+            "not a regular file",
+        ),
+        (["providers", "serve", "--preset", "payments", "--log", _LONG], "(5000 characters)"),
+        (["run", _LONG, "--case", "baseline"], "scenario: cannot use aaaa"),
+        (["certify", "--resume", _LONG], "report: cannot use aaaa"),
         (["providers", "serve", "--preset", "payments", "--port", "-1"], "'--port': -1"),
     ],
 )
 def test_a_bad_value_is_refused_in_one_line_before_anything_runs(
-    args: list[str], said: str, tmp_path: Path
+    args: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Exit 2, the option named with what was expected and found; no traceback, no case."""
+    monkeypatch.chdir(tmp_path)  # a relative path let through writes here, not in the repo
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 2, result.output
-    assert said in result.output, result.output
+    assert result.exit_code == 2, result.output[-2000:]
+    assert said in result.output, result.output[-2000:]
     assert "Traceback" not in result.output
     assert "pw@" not in result.output  # a password in an unreadable URL is hidden too
+    errors = [
+        ln
+        for ln in result.output.splitlines()
+        if ln.lower().startswith("error") or ln.startswith("crash-harness providers:")
+    ]
+    assert len(errors) == 1, result.output[-2000:]  # one line, however long the value
+    assert len(errors[0]) < 400, errors[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        _QUICK,
+        ["run", "boundary-after-claim", "--case", "crash@after_claim#1", "--seed", "1"],
+        ["mutants", *_QUICK[1:], "--only", "ack_before_send"],
+        ["clean"],
+    ],
+    ids=lambda a: a[0],
+)
+@pytest.mark.parametrize("where", ["/nonexistent/scratch", "/proc/scratch", "/dev/null"])
+def test_a_scratch_dir_that_is_no_folder_is_refused_in_one_line(
+    args: list[str], where: str, tmp_path: Path
+) -> None:
+    """``CRASH_HARNESS_TMPDIR`` naming no folder we may write in: exit 2 naming it, before any
+    case runs (was exit 4 with a traceback, or "nothing left behind" from ``clean``)."""
+    report = ["--report-dir", str(tmp_path)] if args[0] in ("certify", "run") else []
+    result = CliRunner().invoke(main, [*args, *report], env={"CRASH_HARNESS_TMPDIR": where})
+    assert result.exit_code == 2, result.output[-2000:]
+    assert f"error: CRASH_HARNESS_TMPDIR: {where}" in result.output, result.output[-2000:]
+    assert "Traceback" not in result.output
+    assert not list(tmp_path.iterdir())  # no report: nothing ran
 
 
 def test_a_resume_file_that_is_no_report_is_refused(tmp_path: Path) -> None:

@@ -29,6 +29,11 @@ render as nothing but are visible in the markdown source::
     <!-- doc-test: background=2 -->                  the 2nd command is a server: run it in
                                                      the background, read its banner up to
                                                      "Ctrl-C to stop.", export P (its port)
+    <!-- doc-test: free-port 8025 -->                the doc's port 8025 is, when run, a port
+                                                     free right then (a fixed one fails when
+                                                     anything else holds it: Mailpit, a
+                                                     parallel run); every --port N a block
+                                                     runs must be one (or 0)
     <!-- doc-test: output-of COMMAND -->
     <!-- doc-test: needs-pg -->                      skipped unless CRASH_HARNESS_PG_URL is set
     <!-- doc-test: slow -->                          runs only with --run-slow
@@ -38,9 +43,11 @@ A block with no ``skip`` that cannot run fails: the only way out is a visible re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,6 +298,29 @@ def _script(cmds: list[Command], skipped: set[int], background: set[int], setup:
     return "\n".join(out) + "\n"
 
 
+#: an option that makes a command listen on a port (``--port 8711``, ``--smtp-port=2525``)
+BINDS = re.compile(r"--(?:smtp-)?port[= ](\d+)\b")
+
+
+def _free_ports(block: Block) -> dict[str, str]:
+    """Each port a ``free-port`` directive names -> a loopback port free right now (all held
+    open together until chosen, so two are never the same)."""
+    wanted = [p for d in block.directive("free-port") for p in d.split()]
+    with contextlib.ExitStack() as stack:
+        chosen = {}
+        for port in wanted:
+            sock = stack.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            chosen[port] = str(sock.getsockname()[1])
+    return chosen
+
+
+def _with_ports(text: str, ports: dict[str, str]) -> str:
+    for doc_port, free in ports.items():
+        text = re.sub(rf"\b{doc_port}\b", free, text)
+    return text
+
+
 def _skip_reason(block: Block) -> str | None:
     reasons = block.directive("skip")
     if reasons:
@@ -327,7 +357,10 @@ def test_doc_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     assert len(skipped) == len(prefixes), f"{block.id}: a skip-cmd names no command"
     background = {int(x) - 1 for x in block.directive("background")}
     exits = [int(x) for e in block.directive("exit") for x in e.split(",")]
-    script = _script(cmds, skipped, background, block.directive("setup"))
+    ports = _free_ports(block)
+    run = [Command(_with_ports(c.text, ports), c.shown) for c in cmds]
+    setup = [_with_ports(c, ports) for c in block.directive("setup")]
+    script = _script(run, skipped, background, setup)
     proc = subprocess.run(
         ["bash", "-c", script],
         cwd=cwd,
@@ -381,7 +414,28 @@ def test_doc_blocks_census() -> None:
 
 #: Every directive the runner understands; a misspelt one fails rather than being ignored.
 KNOWN = {"skip", "skip-cmd", "cwd", "env", "setup", "exit", "background", "output-of"}
-KNOWN |= {"needs-pg", "slow"}
+KNOWN |= {"needs-pg", "slow", "free-port"}
+
+
+def test_no_doc_block_binds_a_fixed_port() -> None:
+    """A server a doc block starts listens on a port free when the test runs: every
+    ``--port N`` / ``--smtp-port N`` (N not 0) it runs is named by a ``free-port`` directive.
+    (8025 and 2525 failed whenever Mailpit or another run held them.)"""
+    fixed = []
+    for b in BLOCKS:
+        if _skip_reason(b):
+            continue
+        freed = {p for d in b.directive("free-port") for p in d.split()}
+        texts = [c.text for c in split_commands(b)] + b.directive("setup")
+        for text in texts:
+            fixed += [
+                f"{b.id}: {m.group(0)}"
+                for m in BINDS.finditer(text)
+                if m.group(1) not in {"0", *freed}
+            ]
+    assert not fixed, "bind a free port (doc-test: free-port N):\n" + "\n".join(fixed)
+    assert BINDS.search("serve --port 8711")
+    assert not BINDS.search("--ports 1")
 
 
 def test_matcher_refuses_a_false_line() -> None:

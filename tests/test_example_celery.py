@@ -100,7 +100,6 @@ def test_each_crash_point_gives_its_documented_verdict(tmp_path: Path, name: str
         # a warm shutdown (exit 0), or SIGTERM's default end for a worker stopped before
         # Celery installed its handler (all was delivered before it started); never SIGKILL
         assert (last["exit_code"], last["signal"]) in ((0, None), (None, "SIGTERM")), last
-        assert case["duration_s"] < 30, (case["id"], case["duration_s"])
     assert code == (ExitStatus.VIOLATION if failed_somewhere else ExitStatus.PASSED), output
     # the teardown hook deleted every key the sweep's cases made
     assert _keys() <= before

@@ -168,6 +168,40 @@ def test_a_file_that_is_not_utf8_or_not_a_file_is_refused(tmp_path: Path) -> Non
         scenario_mod.load(fifo)
 
 
+@pytest.mark.parametrize(
+    ("depth", "said"),
+    [(1200, "too deep for the TOML reader"), (300, "301 levels"), (9, "10 levels")],
+)
+def test_values_nested_too_deep_are_refused_in_one_line(
+    depth: int, said: str, tmp_path: Path
+) -> None:
+    """A 2.4 KB file nested 1,200 levels deep was a RecursionError traceback (found by the
+    fuzzer, issue 22); one nested a few hundred deep loaded and recursed later. Both are one
+    line naming the file, from the library and from every command."""
+    path = tmp_path / "deep.toml"
+    path.write_text(
+        f'[scenario]\nsystem = "reference"\nmode = "list"\n[cases]\nlist = {"[" * depth}'
+        f"{']' * depth}\n"
+    )
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(path))}: .*nested {said}") as e:
+        scenario_mod.load(path)
+    assert "\n" not in str(e.value)
+    for args in (["scenarios", "check"], ["run"]):
+        ran = subprocess.run(
+            [sys.executable, "-m", "harness", *args, str(path), "--report-dir", str(tmp_path)]
+            if args == ["run"]
+            else [sys.executable, "-m", "harness", *args, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=ROOT,
+        )
+        assert ran.returncode == 2, (args, ran.stdout, ran.stderr[-2000:])
+        assert f"{path}: arrays or inline tables nested {said}" in ran.stdout + ran.stderr
+        assert "Traceback" not in ran.stdout + ran.stderr
+
+
 def test_users_scenarios_folder_never_shadows_builtins(tmp_path: Path) -> None:
     """A scenarios/ folder in the user's repo with a same-named file is not loaded by name."""
     own = tmp_path / "scenarios"

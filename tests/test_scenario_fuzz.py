@@ -2,7 +2,8 @@
 harness can run with: never a traceback, never a value it should have refused.
 
 Hypothesis mutates the built-in scenario files at the text level (a value replaced by a
-hostile one, a line dropped or doubled, a byte that is not UTF-8) and loads each result.
+hostile one, a line dropped or doubled, a byte that is not UTF-8, a value nested hundreds or
+thousands of levels deep, a value megabytes long) and loads each result.
 """
 
 from __future__ import annotations
@@ -62,7 +63,20 @@ NASTY = (
     '["clock_jump@before_retry#1:-3d"]',
     '["provider_slow:inf"]',
     '["crash@nowhere#1"]',
+    '"/proc/self/mem"',
+    '"/dev/null"',
+    '"' + "a" * 5000 + '"',
 )
+#: how deep a nested value goes: a few levels past what a scenario may hold, a few hundred
+#: (which the TOML reader takes), and past its recursion limit (a 2.4 KB file at 1,200)
+DEPTHS = (2, 9, 60, 300, 1200, 5000)
+
+
+def _nested(depth: int, kind: str) -> str:
+    """An array (or inline table) ``depth`` levels deep, as TOML source text."""
+    if kind == "array":
+        return "[" * depth + "]" * depth
+    return "{ a = " * depth + "1" + " }" * depth
 
 
 @st.composite
@@ -70,11 +84,16 @@ def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     path = draw(st.sampled_from(BUILTINS))
     lines = path.read_text().splitlines()
     assignments = [i for i, ln in enumerate(lines) if "=" in ln and not ln.lstrip().startswith("#")]
-    how = draw(st.sampled_from(["value", "value", "value", "drop", "double", "byte"]))
+    how = draw(st.sampled_from(["value", "value", "value", "drop", "double", "byte", "deep"]))
     if how == "value" and assignments:
         i = draw(st.sampled_from(assignments))
         key = lines[i].split("=", 1)[0]
         lines[i] = f"{key}= {draw(st.sampled_from(NASTY))}"
+    elif how == "deep" and assignments:
+        i = draw(st.sampled_from(assignments))
+        key = lines[i].split("=", 1)[0]
+        kind = draw(st.sampled_from(["array", "table"]))
+        lines[i] = f"{key}= {_nested(draw(st.sampled_from(DEPTHS)), kind)}"
     elif how == "drop" and lines:
         del lines[draw(st.integers(0, len(lines) - 1))]
     elif how == "double" and lines:

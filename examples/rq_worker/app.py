@@ -147,6 +147,31 @@ def teardown(config: WorkerConfig) -> None:
         redis.delete(key)
 
 
+class BurstWorker(Worker):
+    """RQ's worker, its command channel polled every second instead of every 60 s.
+
+    RQ (3.0) listens for commands (shutdown, kill-horse) in a redis-py pubsub thread that waits
+    up to ``sleep_time`` (60 s) per poll. At teardown it unsubscribes, then calls the thread's
+    ``stop()``, which in redis-py 8 joins the thread with no timeout. When the thread is
+    waiting for a subscription the unsubscribe has just ended, that join lasts the whole 60 s:
+    a burst worker that had finished every job stayed alive a minute more, and on a busy
+    machine often enough that the harness's 60 s worker deadline called it hung (its stack:
+    ``teardown -> unsubscribe -> PubSubWorkerThread.stop -> join``). With a 1 s poll the
+    thread sees the stop within a second."""
+
+    #: seconds the command thread waits per poll (RQ's own: 60)
+    COMMAND_POLL_S = 1.0
+
+    def subscribe(self) -> None:
+        self.pubsub = self.connection.pubsub()
+        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = self.pubsub.run_in_thread(
+            sleep_time=self.COMMAND_POLL_S,
+            daemon=True,
+            exception_handler=getattr(self, "_pubsub_exception_handler", None),
+        )
+
+
 def run(*, fixed: bool) -> None:
     """One worker incarnation: fill the queue from the outbox, then work it until empty."""
     config = WorkerConfig.from_env()
@@ -155,4 +180,4 @@ def run(*, fixed: bool) -> None:
     enqueue_outbox(config, queue, retry=Retry(max=3) if fixed else None)
     if fixed:
         requeue_abandoned(queue)
-    Worker([queue], connection=redis).work(burst=True, logging_level="WARNING")
+    BurstWorker([queue], connection=redis).work(burst=True, logging_level="WARNING")

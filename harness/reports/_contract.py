@@ -374,7 +374,9 @@ def validate(report: Any) -> None:
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read and validate a report file; errors name the file and what is wrong with it."""
-    if path.exists() and not path.is_file():  # a FIFO would block the read forever
+    from harness import _paths
+
+    if _paths.exists(path, "report") and not path.is_file():  # a FIFO would block forever
         raise ReportError(f"cannot read report {path}: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
