@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import importlib
 import json
 import os
 import sys
@@ -18,13 +19,21 @@ from harness.errors import BadInputError, ExitStatus
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+#: the operator's tool for the reference system's ledger schema: it belongs to the reference,
+#: so the command line finds it by name, as it finds a system
+OPERATOR = "harness.operator"
+
 _DB_HELP = "Ledger database URL (sqlite:///path or postgresql://...)."
 _SCHEMA_HELP = "PostgreSQL schema holding the ledger tables (default: the search path)."
 
 
+def _operator() -> Any:
+    return importlib.import_module(OPERATOR)
+
+
 @contextmanager
 def _ledger(url: str, schema: str | None) -> Iterator[Engine]:
-    from harness import operator
+    operator = _operator()
 
     try:
         engine = operator.connect(url, schema=schema)
@@ -58,7 +67,7 @@ def ledger() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def status(*, db_url: str, schema: str | None, grace: float, show_all: bool, as_json: bool) -> None:
     """Deliveries by state with counts and ages; overdue, unknown and review items listed."""
-    from harness import operator
+    operator = _operator()
 
     with _ledger(db_url, schema) as engine:
         data = operator.ledger_status(engine, now=time.time(), grace_s=grace)
@@ -167,7 +176,7 @@ def resolve(
 
     DELIVERY_ID is the delivery's id as `crash-harness ledger status` lists it.
     """
-    from harness import operator
+    operator = _operator()
 
     who = operator_name or _login()
     with _ledger(db_url, schema) as engine:

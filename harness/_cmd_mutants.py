@@ -396,21 +396,22 @@ def mutants(
 ) -> None:
     """Run every mutant and the reference; print which invariants catch which mistake."""
     from harness import _db, _paths
-    from harness.mutants import CATALOGUE
+    from harness.systems import mutant_catalogue
 
+    catalogue = mutant_catalogue()
     workdir: Path | None = None
     progress = _progress.Progress("mutants")
     try:
         if json_path is not None:  # written after every system ran: checked before any does
             _paths.writable_file(json_path, "--json")
         workdir = _scratch.make_workdir("crash-harness-mutants-")
-        unknown = sorted(set(only) - set(CATALOGUE))
+        unknown = sorted(set(only) - set(catalogue))
         if unknown:
             raise BadInputError(
                 f"--only: unknown mutant(s) {', '.join(unknown)}; "
-                f"known mutants: {', '.join(sorted(CATALOGUE))}"
+                f"known mutants: {', '.join(sorted(catalogue))}"
             )
-        names = [n for n in CATALOGUE if not only or n in only]
+        names = [n for n in catalogue if not only or n in only]
         url = _db.normalise_url(db_url) if db_url else None
         chosen_seed = seed if seed is not None else secrets.randbelow(2**31)
         click.echo(

@@ -32,10 +32,11 @@ from harness.clock import SharedClock, start_for_seed
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS, FaultSpec
 from harness.faults._args import ArgError
+from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
 from harness.invariants._model import NOT_JUDGED
 from harness.lifecycle import Lifecycle
-from harness.reference import adapters
+from harness.presets import PresetFacts, campaign_faults, facts_for
 from harness.schedule import CaseSpec, Step
 from harness.settle import Settle
 from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
@@ -188,7 +189,7 @@ class CampaignSettings:
     replay_overrides: dict[str, Any] = field(default_factory=dict)
     #: cases run in parallel on this many cores (each job its own provider and work dir)
     jobs: int = 1
-    #: the fake provider preset the campaign runs against (``harness.reference.adapters``)
+    #: the fake provider preset the campaign runs against (``harness.presets``)
     provider_preset: str = "payments"
     #: the preset's per-instance options (``docs/providers.md``), e.g. strip_metadata
     provider_options: dict[str, Any] = field(default_factory=dict)
@@ -346,7 +347,8 @@ class Campaign:
         try:
             self._claim_sqlite()
             preset = self.settings.provider_preset
-            if self.settings.provider_window_s is not None and not adapters.takes_window(preset):
+            keyed = preset_facts(self.settings).keyed
+            if self.settings.provider_window_s is not None and not keyed:
                 raise BadInputError(f"preset {preset!r} has no dedupe window (window_s)")
             self.provider = self._stack.enter_context(
                 ProviderProcess.start(
@@ -396,7 +398,8 @@ class Campaign:
             "provider_preset": preset,
             "provider_smtp_port": provider.smtp_port,
         }
-        window = adapters.default_window_s(preset)
+        facts = preset_facts(self.settings)
+        window = facts.window_s
         settings = self.settings
         if (
             preset != "payments"
@@ -409,11 +412,11 @@ class Campaign:
         self.settings = replace(
             settings,
             worker_overrides={**extra, **settings.worker_overrides},
-            provider_faults=None if faults is None else adapters.campaign_faults(preset, faults),
+            provider_faults=None if faults is None else campaign_faults(facts, faults),
         )
         self.workload = replace(
             self.workload,
-            provider_faults=adapters.campaign_faults(preset, self.workload.provider_faults),
+            provider_faults=campaign_faults(facts, self.workload.provider_faults),
         )
 
     def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult:
@@ -670,8 +673,8 @@ def run_case(
             liveness_grace_s=base_config.liveness_grace_s,
             # what the harness granted the provider, not what the worker says it used
             credential_scopes={c.credential_id: c.scope for c in grants},
-            provider_lookup=adapters.has_lookup(settings.provider_preset),
-            provider_keys=adapters.takes_window(settings.provider_preset),
+            provider_lookup=preset_facts(settings).lookup,
+            provider_keys=preset_facts(settings).keyed,
             provider_window_s=provider_window_s(provider, settings),
             surface=settings.provider_preset,
         )
@@ -823,7 +826,12 @@ def provider_window_s(provider: ProviderProcess, settings: CampaignSettings) -> 
     configured = settings.provider_options.get("window_s")
     if isinstance(configured, int | float):
         return float(configured)
-    return adapters.default_window_s(settings.provider_preset)
+    return preset_facts(settings).window_s
+
+
+def preset_facts(settings: CampaignSettings) -> PresetFacts:
+    """What the campaign's system declares of its provider preset (``harness.presets``)."""
+    return facts_for(settings.provider_preset, settings.system.presets)
 
 
 def epoch_url(url: str, epoch: int) -> str:
@@ -889,7 +897,7 @@ def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
 
 def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:
     system.prepare(engine)
-    seed_database(engine, workload)
+    seed_database(engine, workload, system.roster or INTAKE_ROSTER)
 
 
 def _ledger_template(workdir: Path, system: System, workload: Workload) -> Path:

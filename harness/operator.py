@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from harness import _db
+from harness import db
 from harness.errors import BadInputError
 from harness.names import DELIVERY_STATES
 from harness.reference.schema import AuditEvent, Delivery, QueueItem
@@ -63,15 +63,15 @@ class DeliveryView:
 
 def connect(url: str, *, schema: str | None = None) -> Engine:
     """Open the ledger at ``url`` or raise a ``BadInputError`` that says why it cannot be."""
-    url = _db.normalise_url(url)
+    url = db.normalise_url(url)
     shown = make_url(url).render_as_string(hide_password=True)
     if url.startswith("sqlite"):
         database = make_url(url).database
         if not database or database == ":memory:" or not Path(database).is_file():
             raise LedgerUnavailableError(f"--db: no SQLite ledger file at {database or shown}")
     else:
-        _db.check_reachable(url)
-    engine = _db.open_engine(url, schema=schema)
+        db.check_reachable(url)
+    engine = db.open_engine(url, schema=schema)
     try:
         with engine.connect() as conn:
             found = inspect(conn).has_table(Delivery.__tablename__)

@@ -1,7 +1,14 @@
 """Systems under test: the reference, the mutants, or a user's ``module:attr``.
 
 A ``System`` bundles what the harness needs to drive a worker: its entry point, the
-boundaries it declares, how to create its schema, and how to read its ledger.
+boundaries it declares, how to create its schema, how to read its ledger, and what it
+declares of itself that a fault or a checker must know (where its roster lives, the facts
+of the provider presets it speaks).
+
+The harness finds every system the same way: by a ``module:attr`` string. Its own subjects
+(the reference and the mutants, in ``harness.reference`` and ``harness.mutants``) are named
+in ``SUBJECTS`` and ``MUTANTS`` and imported by those strings, as a user's system is; nothing
+else in the harness imports them.
 """
 
 from __future__ import annotations
@@ -10,14 +17,22 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
 
 from harness.errors import UnknownSystemError
-from harness.invariants import LedgerSnapshot
+from harness.intake import INTAKE_ROSTER, Roster, create_intake_tables
 from harness.names import BOUNDARIES
+from harness.presets import PresetFacts
+from harness.snapshot import LedgerSnapshot, unread_ledger
 from harness.worker_config import WorkerConfig
+
+#: the harness's own subjects, by the name ``--system`` gives them: where each is found
+SUBJECTS: Mapping[str, str] = {"reference": "harness.reference.system:SYSTEM"}
+#: the catalogue of mutants (name -> a function building its System), for ``mutant:NAME``
+MUTANTS = "harness.mutants:CATALOGUE"
 
 
 @dataclass(frozen=True)
@@ -37,21 +52,30 @@ class System:
     #: for a mutant that only a particular fault exposes: the built-in scenario that does
     #: (None: the default certify campaign catches it)
     catching_scenario: str | None = None
+    #: where the system reads who hears about each topic: the harness seeds it, and
+    #: ``roster_change`` changes it (None: the system has no roster; that fault is refused)
+    roster: Roster | None = INTAKE_ROSTER
+    #: the provider presets' facts as this system relies on them (None, or a preset not
+    #: listed: ``harness.presets.PRESETS``)
+    presets: Mapping[str, PresetFacts] | None = None
 
 
-def _reference() -> System:
-    from harness.reference import schema, snapshot, worker
+def _subject(name: str) -> System:
+    """One of the harness's own subjects, imported by its ``module:attr`` like a user's."""
+    found = import_attr(SUBJECTS[name], where="--system")
+    assert isinstance(found, System), SUBJECTS[name]
+    return found
 
-    def prepare(engine: Engine) -> None:
-        schema.Base.metadata.create_all(engine)
 
-    return System(
-        name="reference",
-        description="the ledger and worker that do it right",
-        main=worker.main,
-        prepare=prepare,
-        read_ledger=snapshot.read_ledger,
-    )
+def mutant_catalogue() -> Mapping[str, Callable[[], System]]:
+    """The mutants by name (imported on first use: the catalogue costs a second)."""
+    found = import_attr(MUTANTS, where="--system")
+    assert isinstance(found, Mapping), MUTANTS
+    return found
+
+
+def _no_ledger(name: str, _engine: Engine) -> LedgerSnapshot:
+    return unread_ledger(name)
 
 
 def command_system(
@@ -83,7 +107,6 @@ def command_system(
         import sys
 
         argv[0] = sys.executable
-    ref = _reference()
 
     def main(config: WorkerConfig) -> None:  # pragma: no cover - replaced by exec
         import os
@@ -96,18 +119,23 @@ def command_system(
         os.execvpe(argv[0], argv, env)
 
     if prepare is None and read_ledger is None and not _is_reference_program(argv):
-        from harness.usersystem import provider_judged_parts
-
-        prepare, read_ledger = provider_judged_parts(f"cmd:{command}")
+        prepare, read_ledger = create_intake_tables, partial(_no_ledger, f"cmd:{command}")
         boundaries = ()
+    ref = _subject("reference") if prepare is None or read_ledger is None else None
     return System(
         name=f"cmd:{command}",
         description=f"the program {command!r}",
         main=main,
-        prepare=prepare or ref.prepare,
-        read_ledger=read_ledger or ref.read_ledger,
+        prepare=prepare or _reference_part(ref).prepare,
+        read_ledger=read_ledger or _reference_part(ref).read_ledger,
         boundaries=boundaries,
+        presets=ref.presets if ref is not None else None,
     )
+
+
+def _reference_part(ref: System | None) -> System:
+    assert ref is not None  # asked for only when a part was not given
+    return ref
 
 
 def _is_reference_program(argv: list[str]) -> bool:
@@ -140,7 +168,7 @@ def importable_name(system: System) -> str:
     ``module:attr`` it is found at among the loaded modules (a ``simple_system`` named
     ``"mailer"`` still replays), else its name as it is."""
     name = system.name
-    if name == "reference" or name.startswith(("mutant:", "cmd:")):
+    if name in SUBJECTS or name.startswith(("mutant:", "cmd:")):
         return name
     known = _IMPORTABLE.get(id(system))
     if known is not None and known[0] is system:  # a replay line per case: scan once
@@ -173,19 +201,18 @@ def _find_importable(system: System) -> str:
 
 def resolve(name: str) -> System:
     """Turn ``--system`` into a System, or say clearly what exists."""
-    if name == "reference":
-        return _reference()
+    if name in SUBJECTS:
+        return _subject(name)
     if name.startswith("cmd:"):
         return command_system(name[4:])
     if name.startswith("mutant:"):
-        from harness.mutants import CATALOGUE
-
+        catalogue = mutant_catalogue()
         key = name.split(":", 1)[1]
-        if key not in CATALOGUE:
+        if key not in catalogue:
             raise UnknownSystemError(
-                f"--system: unknown mutant {key!r}; known mutants: {', '.join(sorted(CATALOGUE))}"
+                f"--system: unknown mutant {key!r}; known mutants: {', '.join(sorted(catalogue))}"
             )
-        return CATALOGUE[key]()
+        return catalogue[key]()
     if ":" in name:
         found = import_attr(name, where="--system", error=UnknownSystemError)
         if not isinstance(found, System):

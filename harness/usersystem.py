@@ -1,7 +1,7 @@
 """Bring your own worker: plug a worker into the harness without writing a ledger adapter first.
 
 The harness writes the work into the case database before a worker starts (``run_requests``
-and ``roster``, the reference schema's intake tables). A worker built with this module asks
+and ``roster``, the intake tables of ``harness.intake``). A worker built with this module asks
 for that work with ``jobs(config)`` and gets one ``Job`` per intended send, each with a
 stable delivery id, a stable idempotency key, the request body and ready-made ``requests``
 headers; it keeps whatever bookkeeping of its own it likes (its own tables, in the same
@@ -34,10 +34,10 @@ import requests
 from sqlalchemy import Connection, Engine, select, text
 
 from harness._boundary import boundary, note
-from harness.invariants import AuditRow, CheckResult, DeliveryRow, LedgerSnapshot, Status
-from harness.invariants._model import MissingEvidenceError
-from harness.reference.schema import RosterEntry, RunRequest
-from harness.systems import System
+from harness.intake import RosterEntry, RunRequest, create_intake_tables
+from harness.invariants import CheckResult, Status
+from harness.snapshot import AuditRow, DeliveryRow, LedgerSnapshot, PartialLedger, unread_ledger
+from harness.systems import System, command_system
 from harness.worker_config import WorkerConfig
 
 __all__ = [
@@ -54,9 +54,6 @@ __all__ = [
     "recognizer_for",
     "simple_system",
 ]
-
-#: the harness's intake tables: the work it writes before a worker starts
-_INTAKE_TABLES = (RunRequest.__tablename__, RosterEntry.__tablename__)
 
 #: starts the message of a checker's *unknown* caused by a ledger part the system cannot give
 NOT_JUDGED = "[not judged]"
@@ -339,44 +336,6 @@ def _audit_row(row: Mapping[str, Any]) -> AuditRow:
     )
 
 
-def _called_from_checker() -> bool:
-    """Whether a checker is running (``harness.invariants.run_checker`` says so)."""
-    from harness.invariants import JUDGING
-
-    return JUDGING.get()
-
-
-_SNAPSHOT_FIELDS = frozenset(
-    {"committed_runs", "frozen_destinations", "deliveries", "queue", "audit", "state_counts"}
-)
-
-
-@dataclass(frozen=True, repr=False, eq=False)
-class PartialLedger(LedgerSnapshot):
-    """A snapshot some of whose parts the system cannot give.
-
-    A checker (code in ``harness.invariants``) that reads a missing part gets
-    ``MissingEvidenceError``, so it answers *unknown*, never a *pass* built on an empty
-    table. Everything else (timelines, reports) reads the part as empty.
-    """
-
-    #: snapshot field -> why it cannot be read
-    missing: Mapping[str, str] = field(default_factory=dict)
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in _SNAPSHOT_FIELDS:
-            missing = object.__getattribute__(self, "missing")
-            if name in missing and _called_from_checker():
-                part = name.replace("_", " ")
-                raise MissingEvidenceError(f"{NOT_JUDGED} ledger {part}: {missing[name]}")
-        return object.__getattribute__(self, name)
-
-    def __repr__(self) -> str:
-        deliveries = object.__getattribute__(self, "deliveries")
-        missing = object.__getattribute__(self, "missing")
-        return f"PartialLedger({len(deliveries)} deliveries, missing={sorted(missing)})"
-
-
 class _LedgerReader:
     """``System.read_ledger`` for a user system: the adapter's queries, or nothing at all."""
 
@@ -386,16 +345,7 @@ class _LedgerReader:
 
     def __call__(self, engine: Engine) -> LedgerSnapshot:
         if self.adapter is None:
-            why = f"system {self.system_name!r} has no ledger adapter (harness.usersystem)"
-            return PartialLedger(
-                committed_runs=frozenset(),
-                frozen_destinations={},
-                deliveries=(),
-                queue=frozenset(),
-                audit=(),
-                no_rows_because=why,
-                missing={name: why for name in _SNAPSHOT_FIELDS - {"deliveries", "state_counts"}},
-            )
+            return unread_ledger(self.system_name)
         return self._read(self.adapter, engine)
 
     def _read(self, adapter: LedgerAdapter, engine: Engine) -> LedgerSnapshot:
@@ -468,8 +418,7 @@ def simple_system(
     user_prepare = prepare
 
     def prepare_case(engine: Engine) -> None:
-        metadata = RunRequest.metadata
-        metadata.create_all(engine, tables=[metadata.tables[t] for t in _INTAKE_TABLES])
+        create_intake_tables(engine)
         if user_prepare is not None:
             user_prepare(engine)
 
@@ -500,8 +449,6 @@ def command_user_system(
     providers' logs decide are judged. Scenario files reach this with ``system = "cmd:..."``
     plus ``boundaries = [...]`` (and ``prepare = "module:function"``).
     """
-    from harness.systems import command_system
-
     shape = simple_system(
         _never_called, name=f"cmd:{command}", boundaries=boundaries, ledger=ledger, prepare=prepare
     )
@@ -511,15 +458,6 @@ def command_user_system(
         read_ledger=shape.read_ledger,
         boundaries=shape.boundaries,
     )
-
-
-def provider_judged_parts(
-    name: str,
-) -> tuple[Callable[[Engine], None], Callable[[Engine], LedgerSnapshot]]:
-    """``prepare`` and ``read_ledger`` for a worker the harness knows nothing about: the
-    intake tables only, and a ledger that answers *not judged*."""
-    shape = simple_system(_never_called, name=name, boundaries=["placeholder"])
-    return shape.prepare, shape.read_ledger
 
 
 def _never_called(config: WorkerConfig) -> None:  # pragma: no cover - replaced by the command

@@ -17,7 +17,7 @@ from faker import Faker
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from harness.reference.schema import RosterEntry, RunRequest
+from harness.intake import INTAKE_ROSTER, Roster, RunRequest
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,13 @@ def build_workload(seed: int, *, runs: int = 3, destinations_per_topic: int = 2)
     return Workload(seed=seed, runs=specs, roster=roster, provider_faults=faults)
 
 
-def seed_database(engine: Engine, workload: Workload) -> None:
-    """Write the run requests and the roster, as the outside world would before work starts."""
+def seed_database(engine: Engine, workload: Workload, roster: Roster = INTAKE_ROSTER) -> None:
+    """Write the run requests and the roster (where the system keeps it), as the outside
+    world would before work starts."""
     with Session(engine) as s, s.begin():
         for topic, destinations in workload.roster.items():
             for dest in destinations:
-                s.add(RosterEntry(topic=topic, destination=dest))
+                roster.add(s, topic, dest)
         for run in workload.runs:
             s.add(
                 RunRequest(

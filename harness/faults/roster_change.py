@@ -22,6 +22,11 @@ the frozen one reached the same person. The default workload's addresses are ASC
 NFC and NFD agree, so the ``*_nfd`` variants first (before any worker starts) give one
 destination per topic an accented letter, written precomposed (NFC); that is the roster the
 case starts from, and what its runs intend.
+
+The fault works on any system that declares a roster (``System.roster``, a
+``harness.intake.Roster``; the intake table unless it says otherwise): the roster is read and
+changed through it, and which runs were committed before the change is read from the
+system's own ledger snapshot (``read_ledger``: committed runs and frozen destination lists).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from harness._boundary import Arm
@@ -38,7 +43,7 @@ from harness.destinations import distinct
 from harness.errors import BadInputError
 from harness.faults._args import ArgError
 from harness.faults._spec import FaultSpec, not_reached, place
-from harness.reference.schema import Execution, RosterEntry, RunDestination
+from harness.intake import INTAKE_ROSTER, Roster
 from harness.schedule import Step
 
 #: every ``:ARG`` roster_change takes (None: the default, drop one and add one)
@@ -100,21 +105,17 @@ def accented(dest: str) -> str:
     return _ACUTE["e"] + dest
 
 
-def give_accents(engine: Engine, topics: list[str]) -> dict[str, tuple[str, ...]]:
+def give_accents(
+    engine: Engine, topics: list[str], roster: Roster = INTAKE_ROSTER
+) -> dict[str, tuple[str, ...]]:
     """Before any worker starts: rewrite the first destination of each topic whose roster has
     no character NFC and NFD spell differently; return each topic's roster after that."""
     rosters: dict[str, tuple[str, ...]] = {}
     with Session(engine) as s, s.begin():
         for topic in sorted(topics):
-            current = sorted(
-                s.scalars(select(RosterEntry.destination).where(RosterEntry.topic == topic))
-            )
+            current = roster.destinations(s, topic)
             if current and all(_other_normal_form(d) == d for d in current):
-                s.execute(
-                    update(RosterEntry)
-                    .where(RosterEntry.topic == topic, RosterEntry.destination == current[0])
-                    .values(destination=accented(current[0]))
-                )
+                roster.rename(s, topic, current[0], accented(current[0]))
                 current[0] = accented(current[0])
             rosters[topic] = tuple(sorted(current))
     return rosters
@@ -142,43 +143,38 @@ def _plan(
 
 
 def change_roster(
-    engine: Engine, topics: list[str], variant: str | None = None
+    engine: Engine,
+    topics: list[str],
+    variant: str | None = None,
+    *,
+    roster: Roster = INTAKE_ROSTER,
+    committed: frozenset[str] = frozenset(),
 ) -> dict[str, object]:
     """Change every topic's roster as ``variant`` says; return what changed.
 
     Reads the roster as it is *now*, so a second change in one case builds on the first.
+    ``committed`` are the runs the system had committed (their destination lists frozen).
     """
     added: list[str] = []
     removed: list[str] = []
     respelled: list[dict[str, str]] = []
     new_roster: dict[str, tuple[str, ...]] = {}
     with Session(engine) as s, s.begin():
-        committed = set(
-            s.scalars(
-                select(Execution.run_id).where(Execution.execution_status == "committed")
-            ).all()
-        )
-        frozen_runs = set(s.scalars(select(RunDestination.run_id)).all())
         for topic in sorted(topics):
-            current = sorted(
-                s.scalars(select(RosterEntry.destination).where(RosterEntry.topic == topic))
-            )
+            current = roster.destinations(s, topic)
             gone, joining = _plan(topic, current, variant, respelled)
             for dest in gone:
-                s.execute(
-                    delete(RosterEntry).where(
-                        RosterEntry.topic == topic, RosterEntry.destination == dest
-                    )
-                )
-            s.add_all(RosterEntry(topic=topic, destination=dest) for dest in joining)
+                roster.remove(s, topic, dest)
+            for dest in joining:
+                roster.add(s, topic, dest)
             removed.extend(gone)
             added.extend(joining)
-            roster = [d for d in current if d not in gone] + joining
-            new_roster[topic] = tuple(sorted(roster))
+            now = [d for d in current if d not in gone] + joining
+            new_roster[topic] = tuple(sorted(now))
     change: dict[str, object] = {
         "added": added,
         "removed": removed,
-        "committed_before": sorted(committed | frozen_runs),
+        "committed_before": sorted(committed),
         "new_roster": {k: list(v) for k, v in new_roster.items()},
     }
     if variant is not None:
@@ -188,12 +184,26 @@ def change_roster(
     return change
 
 
+def _roster_of(ctx: CaseContext, step: Step) -> Roster:
+    if ctx.system.roster is None:
+        raise BadInputError(f"{step}: system {ctx.system.name!r} declares no roster to change")
+    return ctx.system.roster
+
+
+def _committed(ctx: CaseContext, engine: Engine) -> frozenset[str]:
+    """The runs the system committed, by its own ledger: their destination lists are frozen."""
+    ledger = ctx.system.read_ledger(engine)
+    return frozenset(ledger.committed_runs) | frozenset(ledger.frozen_destinations)
+
+
 def prepare(ctx: CaseContext, step: Step) -> None:
-    """Refuse an unknown variant before any worker starts; set up the ``*_nfd`` roster."""
+    """Refuse an unknown variant or a system without a roster before any worker starts; set
+    up the ``*_nfd`` roster."""
     variant = _parse(step)
+    roster = _roster_of(ctx, step)
     if variant is None or not variant.endswith("_nfd"):
         return
-    rosters = ctx.with_engine(lambda e: give_accents(e, list(ctx.workload.roster)))
+    rosters = ctx.with_engine(lambda e: give_accents(e, list(ctx.workload.roster), roster))
     for run_spec in ctx.workload.runs:
         ctx.intended[run_spec.run_id] = rosters[run_spec.topic]
     ctx.record("roster_setup", roster={k: list(v) for k, v in rosters.items()})
@@ -202,13 +212,17 @@ def prepare(ctx: CaseContext, step: Step) -> None:
 def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
     variant = _parse(step)
+    roster = _roster_of(ctx, step)
     worker = ctx.spawn([Arm(boundary, hit)])
     outcome = ctx.wait(worker)
     if ctx.crash_event(worker, step) is None:
         if outcome.ended_normally:
             not_reached(ctx, step, worker)
         return
-    change = ctx.with_engine(lambda e: change_roster(e, list(ctx.workload.roster), variant))
+    topics = list(ctx.workload.roster)
+    change = ctx.with_engine(
+        lambda e: change_roster(e, topics, variant, roster=roster, committed=_committed(ctx, e))
+    )
     committed = set(change["committed_before"])
     new_roster = change["new_roster"]
     surface = ctx.base_config.provider_preset

@@ -7,7 +7,7 @@ crash between the acknowledgement and the send, or any failed send, leaves a led
 
 from __future__ import annotations
 
-from harness._boundary import boundary
+from harness import boundary
 from harness.mutants._base import mutant_system
 from harness.reference.ledger import Claim
 from harness.reference.worker import ReferenceWorker

@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from harness._boundary import boundary
+from harness import boundary
 from harness.mutants._base import mutant_system
 from harness.reference.ledger import Claim
 from harness.reference.schema import Delivery, QueueItem

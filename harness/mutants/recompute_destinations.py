@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from harness._boundary import boundary
+from harness import boundary
 from harness.mutants._base import mutant_system
 from harness.reference.schema import Delivery, Execution, RunRequest
 from harness.reference.worker import ReferenceWorker

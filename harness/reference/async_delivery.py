@@ -24,7 +24,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-from harness._boundary import boundary, note
+from harness import boundary, note
 from harness.errors import LeaseLostError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ rival's result. PostgreSQL picks candidates with ``FOR UPDATE SKIP LOCKED``; SQL
 writers with ``BEGIN IMMEDIATE``; the compare-and-set on the epoch is what makes both safe.
 
 The statements are plain SQL, written once below, and run on one plain DBAPI connection per
-thread (``_db.dbapi_connect``: the same pragmas and search path as every engine connection):
+thread (``harness.db.dbapi_connect``: the same pragmas and search path as every engine connection):
 a worker is a short-lived forked process, and building, compiling and mapping ORM statements,
 or checking connections in and out of a pool, cost it far more than the database work. The
 tables are still the ones ``schema`` declares; code that works through SQLAlchemy on the same
@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Engine, insert
 from sqlalchemy.orm import Session
 
-from harness import _db
+from harness import db
 from harness.errors import LeaseLostError
 from harness.names import TERMINAL_STATES
 from harness.reference.schema import AuditEvent, Delivery, Execution, QueueItem, RunRequest
@@ -274,7 +274,7 @@ class Ledger:
         self.worker = config.worker_name
         self._kind = config.db.kind
         self._sql = _BY_KIND[self._kind]
-        self._begin = _db.SQLITE_BEGIN if self._kind == "sqlite" else None
+        self._begin = db.SQLITE_BEGIN if self._kind == "sqlite" else None
         self._fenced_sql: dict[tuple[str, ...], str] = {}
         self._local = threading.local()
         #: (pid, connection) of every connection opened, for ``close``
@@ -293,7 +293,7 @@ class Ledger:
         local = self._local
         pid = os.getpid()
         if getattr(local, "pid", None) != pid:
-            conn = _db.dbapi_connect(self.config.db)
+            conn = db.dbapi_connect(self.config.db)
             with self._connections_lock:
                 self._connections.append((pid, conn))
             local.conn, local.pid = conn, pid

@@ -11,26 +11,29 @@ from typing import Any
 from sqlalchemy import Connection, Float, Index, Integer, String, Text, event
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from harness.intake import IntakeBase, RosterEntry, RunRequest
+
+__all__ = [
+    "AuditEvent",
+    "Base",
+    "Delivery",
+    "Execution",
+    "QueueItem",
+    "RosterEntry",
+    "RunDestination",
+    "RunRequest",
+    "StatusChange",
+]
+
 
 class Base(DeclarativeBase):
     pass
 
 
-class RunRequest(Base):
-    """Work the outside world asked for; the harness writes these before a worker starts."""
-
-    __tablename__ = "run_requests"
-    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    topic: Mapped[str] = mapped_column(String(64))
-    input_payload: Mapped[str] = mapped_column(Text)
-
-
-class RosterEntry(Base):
-    """Who should hear about a topic *now*; may change after a run commits."""
-
-    __tablename__ = "roster"
-    topic: Mapped[str] = mapped_column(String(64), primary_key=True)
-    destination: Mapped[str] = mapped_column(String(200), primary_key=True)
+#: the harness's intake tables, in this metadata too: one ``create_all`` makes the whole case
+#: database (they stay mapped to ``harness.intake``'s classes, re-exported here)
+for _intake in IntakeBase.metadata.sorted_tables:
+    _intake.to_metadata(Base.metadata)
 
 
 class Execution(Base):

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, inspect
 
-from harness.invariants import AuditRow, DeliveryRow, LedgerSnapshot, StatusChange
+from harness.snapshot import AuditRow, DeliveryRow, LedgerSnapshot, StatusChange
 
 _DELIVERY_FIELDS = (
     "delivery_id",

@@ -24,7 +24,7 @@ from functools import cached_property
 
 from sqlalchemy import Engine
 
-from harness._boundary import boundary
+from harness import boundary
 from harness.destinations import distinct
 from harness.errors import LeaseLostError
 from harness.names import TERMINAL_STATES

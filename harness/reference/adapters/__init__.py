@@ -1,17 +1,22 @@
 """The reference worker's provider adapters, one module per preset, chosen by preset name.
 
 ``make_adapter(config)`` builds the adapter a worker speaks to its provider with;
-``has_lookup(preset)`` is what the checkers' ``Policy.provider_lookup`` says about it;
+``has_lookup(preset)`` is whether the reference asks the provider after a timeout;
 ``default_window_s(preset)`` is the dedupe window the worker must stay inside (None: no key);
 ``campaign_faults(preset, rules)`` restates HTTP fault rules in the preset's own terms (SMTP
-answers DATA with SMTP codes: a 5xx/429 "try again" becomes 451).
+answers DATA with SMTP codes: a 5xx/429 "try again" becomes 451). The preset facts come from
+the public table (``harness.presets``); ``PRESET_FACTS`` is what the reference declares to
+the harness (``System.presets``): that table, with the lookup its own adapters use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
+from harness import presets
 from harness.errors import BadInputError
 from harness.reference.adapters.base import ProviderAdapter, ReconcileTarget
 from harness.reference.adapters.chat import ChatAdapter
@@ -22,6 +27,7 @@ from harness.worker_config import WorkerConfig
 
 __all__ = [
     "PRESETS",
+    "PRESET_FACTS",
     "ProviderAdapter",
     "ReconcileTarget",
     "campaign_faults",
@@ -41,17 +47,6 @@ _CLASSES: dict[str, type[Any]] = {
 #: the presets the reference worker speaks, in the order the docs list them
 PRESETS: tuple[str, ...] = tuple(_CLASSES)
 
-_WINDOWS: dict[str, float | None] = {
-    "payments": 86_400.0,
-    "queue-fifo": 300.0,
-    "chat": None,
-    "smtp": None,
-}
-
-#: SMTP's reply for an HTTP status fault: transient failures become 451 (try again later)
-SMTP_TRANSIENT = 451
-SMTP_PERMANENT = 554
-
 
 def _check(preset: str) -> None:
     if preset not in _CLASSES:
@@ -61,25 +56,32 @@ def _check(preset: str) -> None:
         )
 
 
-#: presets the reference has no adapter for, as far as a campaign must know them
-_OTHER_LOOKUP = {"orders": True, "webhook": False}
+#: the preset facts the reference declares (``System.presets``): the public table, with
+#: whether its own adapter for a preset asks the provider after a timeout
+PRESET_FACTS: Mapping[str, presets.PresetFacts] = MappingProxyType(
+    {
+        **presets.PRESETS,
+        **{
+            name: replace(presets.facts_for(name), lookup=bool(cls.has_lookup))
+            for name, cls in _CLASSES.items()
+        },
+    }
+)
 
 
 def has_lookup(preset: str) -> bool:
     """Can the provider be asked about a key after a timeout?"""
-    if preset in _CLASSES:
-        return bool(_CLASSES[preset].has_lookup)
-    return _OTHER_LOOKUP.get(preset, False)
+    return presets.facts_for(preset, PRESET_FACTS).lookup
 
 
 def default_window_s(preset: str) -> float | None:
     """The preset's default dedupe window; None when it has no key (or is not known here)."""
-    return _WINDOWS.get(preset)
+    return presets.facts_for(preset, PRESET_FACTS).window_s
 
 
 def takes_window(preset: str) -> bool:
     """Does the preset have a dedupe window (its ``window_s`` option)?"""
-    return preset not in _WINDOWS or _WINDOWS[preset] is not None
+    return presets.facts_for(preset, PRESET_FACTS).keyed
 
 
 def effective_window_s(preset: str, configured: float) -> float:
@@ -128,15 +130,4 @@ def make_adapter(config: WorkerConfig) -> ProviderAdapter:
 
 def campaign_faults(preset: str, rules: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     """Fault rules as the preset understands them (only SMTP differs: codes on DATA)."""
-    out: list[dict[str, Any]] = []
-    for rule in rules:
-        rule = dict(rule)
-        if preset == "smtp" and rule.get("fault") == "status":
-            status = int(rule.get("status") or 0)
-            if status == 429 or 500 <= status < 600:
-                rule["status"] = SMTP_TRANSIENT
-                rule.pop("retry_after", None)
-            elif 400 <= status < 500:
-                rule["status"] = SMTP_PERMANENT
-        out.append(rule)
-    return tuple(out)
+    return presets.campaign_faults(presets.facts_for(preset, PRESET_FACTS), rules)

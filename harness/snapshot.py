@@ -1,0 +1,83 @@
+"""What a system's ``read_ledger`` returns: the plain rows the invariant checkers read.
+
+A ``System``'s ``read_ledger(engine)`` (or a ``LedgerAdapter`` through ``simple_system``)
+turns the system's own tables into a ``LedgerSnapshot`` of ``DeliveryRow``, ``AuditRow`` and
+``StatusChange`` rows. The types are defined with the checkers (``harness.invariants``) and
+named here, the one place a system imports them from, as the reference system does.
+
+``PartialLedger`` is a snapshot some of whose parts the system cannot give: a checker that
+reads a missing part answers *unknown* (``NOT_JUDGED``), never a *pass* built on an empty
+table. ``unread_ledger`` is the snapshot of a system with no ledger adapter at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.invariants import JUDGING
+from harness.invariants._model import (
+    NOT_JUDGED,
+    AuditRow,
+    DeliveryRow,
+    LedgerSnapshot,
+    MissingEvidenceError,
+    StatusChange,
+)
+
+__all__ = [
+    "NOT_JUDGED",
+    "AuditRow",
+    "DeliveryRow",
+    "LedgerSnapshot",
+    "PartialLedger",
+    "StatusChange",
+    "unread_ledger",
+]
+
+#: the parts of a snapshot a system may be unable to give
+SNAPSHOT_FIELDS = frozenset(
+    {"committed_runs", "frozen_destinations", "deliveries", "queue", "audit", "state_counts"}
+)
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class PartialLedger(LedgerSnapshot):
+    """A snapshot some of whose parts the system cannot give.
+
+    A checker (code in ``harness.invariants``) that reads a missing part gets
+    ``MissingEvidenceError``, so it answers *unknown*, never a *pass* built on an empty
+    table. Everything else (timelines, reports) reads the part as empty.
+    """
+
+    #: snapshot field -> why it cannot be read
+    missing: Mapping[str, str] = field(default_factory=dict)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in SNAPSHOT_FIELDS:
+            missing = object.__getattribute__(self, "missing")
+            if name in missing and JUDGING.get():
+                part = name.replace("_", " ")
+                raise MissingEvidenceError(f"{NOT_JUDGED} ledger {part}: {missing[name]}")
+        return object.__getattribute__(self, name)
+
+    def __repr__(self) -> str:
+        deliveries = object.__getattribute__(self, "deliveries")
+        missing = object.__getattribute__(self, "missing")
+        return f"PartialLedger({len(deliveries)} deliveries, missing={sorted(missing)})"
+
+
+def unread_ledger(system_name: str) -> PartialLedger:
+    """The snapshot of a system that has no ledger adapter: no rows, every checker that would
+    need the ledger answers *not judged*."""
+    why = f"system {system_name!r} has no ledger adapter (harness.usersystem)"
+    return PartialLedger(
+        committed_runs=frozenset(),
+        frozen_destinations={},
+        deliveries=(),
+        queue=frozenset(),
+        audit=(),
+        no_rows_because=why,
+        missing={name: why for name in SNAPSHOT_FIELDS - {"deliveries", "state_counts"}},
+    )
