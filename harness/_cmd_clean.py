@@ -29,7 +29,7 @@ from harness.errors import ExitStatus
 def clean_cmd(*, db_url: str | None, kept: bool) -> None:
     """Remove work dirs, cgroups, case schemas and processes of runs that are gone."""
     from harness import _db, _keeper, _scratch, _tree
-    from harness.cli import format_bytes
+    from harness._echo import format_bytes
     from harness.errors import BadInputError
     from harness.supervisor import CGROUP_PREFIX
 

@@ -471,7 +471,7 @@ def mutants(
         json_path.write_text(json.dumps(matrix.to_json(), indent=2) + "\n")
         click.echo(f"matrix: {json_path}")
     if keep_workdir and workdir is not None:
-        from harness.cli import echo_kept
+        from harness._echo import echo_kept
 
         echo_kept(workdir)
     sys.exit(matrix.exit_status())

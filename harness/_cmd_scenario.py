@@ -54,7 +54,7 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     """A finished case's line (mark, id, duration, ``[N/M]``, what failed), its notes, and
     for a case that did not pass the workers' stack dumps and the replay command."""
     from harness import _secrets
-    from harness.cli import counted, mark_of
+    from harness._echo import counted, mark_of
 
     mark = mark_of(case.verdict.value)
     failed = [
@@ -142,7 +142,7 @@ def stop_interrupted(
         paths = report.write_all(data, report_dir)
         click.echo(f"partial report ({len(done)} case(s)): {paths['json']}", err=True)
     if workdir is not None and workdir.exists():
-        from harness.cli import echo_kept
+        from harness._echo import echo_kept
 
         echo_kept(workdir, err=True)
     sys.exit(status)
@@ -154,7 +154,7 @@ def settle_workdir(result: Any, data: dict[str, Any], outcome: Any, *, keep: boo
     look into a green run; any other kept dir is named, and older kept ones pruned."""
     import shutil
 
-    from harness.cli import echo_kept
+    from harness._echo import echo_kept
 
     if result.workdir is None:
         return
@@ -275,7 +275,7 @@ def _execute(
         stop_interrupted(exc, settings=settings, done=done, workdir=workdir, report_dir=report_dir)
     progress.close()
     from harness import report
-    from harness.cli import echo_gaps
+    from harness._echo import echo_gaps
 
     outcome, data = judge_report(scenario, result, mode)
     if "sweep" in result.extra:

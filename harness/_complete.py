@@ -125,8 +125,8 @@ def complete_case(
 def _script(shell: str) -> str:
     from click.shell_completion import get_completion_class
 
-    from harness.cli import main
-
+    # the group this command was given to (``crash-harness``), not an import of it
+    main = click.get_current_context().find_root().command
     cls = get_completion_class(shell)
     assert cls is not None, shell
     return cls(main, {}, PROG, COMPLETE_ENV).source()

@@ -65,7 +65,6 @@ def start_job(
             os.close(read_fd)
             for fd in close_in_child:
                 os.close(fd)
-            from harness.campaign import Campaign
             from harness.supervisor import _die_with_parent
 
             _die_with_parent(os.getppid())
@@ -74,7 +73,8 @@ def start_job(
             )
             assert settings.workdir is not None
             settings.workdir.mkdir(parents=True, exist_ok=True)
-            with Campaign(settings) as campaign:
+            # a campaign of the parent's own kind: this module never imports the campaign
+            with type(parent)(settings) as campaign:
                 work(campaign, write_fd)
         except BaseException:
             code = 1

@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import harness
+
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _EXCEPTION = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?)(: (?P<msg>.*))?$"
 )
-_HARNESS = str(Path(__file__).resolve().parent)
+#: frames under the harness package are not the worker's own (the package, not this module's
+#: folder: the module may live in a sub-package)
+_HARNESS = str(Path(harness.__file__).resolve().parent)
 #: what each provider fault looks like from the worker's side
 _FAULTS = {
     "accept_then_drop": "a dropped reply",

@@ -27,11 +27,12 @@ from harness import _db, _faketime, _provider_watch, _scratch, _secrets
 from harness import credentials as credentials_mod
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
+from harness._case_result import CaseResult
 from harness._lifeline import LifelineCut
+from harness._plan import default_cases, validate_cases
 from harness.clock import SharedClock, start_for_seed
-from harness.errors import BadInputError, UnknownBoundaryError
-from harness.faults import FAULTS, FaultSpec
-from harness.faults._args import ArgError
+from harness.errors import BadInputError
+from harness.faults import FAULTS
 from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
 from harness.invariants._model import NOT_JUDGED
@@ -69,99 +70,6 @@ __all__ = [
     "run_campaign",
     "validate_cases",
 ]
-
-
-#: a racing case's fields that the race decided (who claimed what and in which order, so how
-#: often each boundary was reached, how many attempts were made and which of the workload's
-#: own "N-th send" faults met which send): measurements of that run, not the seed's content.
-#: Dotted paths, ``*`` for every key; each invariant's status stays content.
-RACE_MEASURED = (
-    "boundaries_reached",
-    "timeline",
-    "effects.by_outcome",
-    "invariants.*.summary",
-    "invariants.*.evidence",
-)
-
-
-@dataclass
-class CaseResult:
-    spec: CaseSpec
-    verdict: Status
-    invariants: dict[str, CheckResult]
-    workers: list[WorkerOutcome]
-    intended: int
-    accepted: int
-    reached: dict[str, int]
-    crash_fired: bool
-    notes: list[str]
-    duration_s: float
-    replay: str
-    timeline: list[dict[str, Any]] = field(default_factory=list)
-    #: worker -> boundary -> hits, for planning a sweep of a recovery
-    hits_by_worker: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: a flaky case's runs of the same schedule, in order (this result is the first failing
-    #: one, whose evidence it shows); empty for a case run once
-    runs: list[CaseResult] = field(default_factory=list)
-    #: what became of each planned step (landed, not reached, ...), in order
-    step_records: list[StepRecord] = field(default_factory=list)
-    #: the case's SQLite ledger file when ``--db`` named one (another run may share it, so
-    #: this run's ledgers can carry a name of their own: ``_db.SqliteClaim``)
-    ledger: str | None = None
-    #: why nothing in this case can be decided, whatever its invariants say (its provider
-    #: died under it, or was gone before it could run); None for a case judged as usual
-    undecided_because: str | None = None
-
-    @property
-    def all_landed(self) -> bool:
-        """Every planned step happened (a baseline has none to miss)."""
-        return len(self.step_records) == len(self.spec.steps) and all(
-            r.landed for r in self.step_records
-        )
-
-    @property
-    def not_landed(self) -> list[StepRecord]:
-        return [r for r in self.step_records if not r.landed]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.spec.id,
-            "fault": self.spec.fault,
-            "boundary": self.spec.boundary,
-            "hit": self.spec.hit,
-            "verdict": self.verdict.value,
-            "invariants": {k: v.to_json() for k, v in self.invariants.items()},
-            "effects": {"intended": self.intended, "accepted": self.accepted},
-            "replay": self.replay,
-            "steps": [str(s) for s in self.spec.steps],
-            "landings": [r.to_json() for r in self.step_records],
-            "crash_fired": self.crash_fired,
-            "boundaries_reached": self.reached,
-            "workers": [w.to_json() for w in self.workers],
-            "notes": self.notes,
-            "duration_s": round(self.duration_s, 3),
-            **({"runs": [r.run_json() for r in self.runs]} if self.runs else {}),
-            **({"ledger": self.ledger} if self.ledger else {}),
-            **(
-                {"undecided_because": self.undecided_because}
-                if self.undecided_because is not None
-                else {}
-            ),
-            **({"measured": list(RACE_MEASURED)} if self.spec.races else {}),
-        }
-
-    def run_json(self) -> dict[str, Any]:
-        """One run of a schedule run more than once (a flaky case lists each)."""
-        return {
-            "verdict": self.verdict.value,
-            "invariants_failed": sorted(
-                n for n, r in self.invariants.items() if r.status is Status.FAIL
-            ),
-            "crash_fired": self.crash_fired,
-            "workers": [w.to_json() for w in self.workers],
-            "notes": self.notes,
-            "duration_s": round(self.duration_s, 3),
-        }
 
 
 @dataclass
@@ -241,49 +149,6 @@ class CampaignResult:
             return []
         covered = set(self.covered())
         return [b for b in self.settings.system.boundaries if b not in covered]
-
-
-def default_cases(system: System) -> list[CaseSpec]:
-    return [CaseSpec()] + [CaseSpec("crash", b, 1) for b in system.boundaries]
-
-
-def validate_cases(system: System, cases: list[CaseSpec]) -> None:
-    """Refuse a plan naming a fault or boundary that does not exist: never a silent no-op."""
-    for case in cases:
-        for step in case.steps:
-            spec = FAULTS.get(step.fault)
-            if spec is None:
-                raise BadInputError(
-                    f"case {case.id!r}: unknown fault {step.fault!r}; known faults: "
-                    f"{', '.join(sorted(FAULTS))} (a step is FAULT[@BOUNDARY#HIT][:ARG], "
-                    "e.g. crash@BOUNDARY#HIT)"
-                )
-            if spec.needs_boundary and step.boundary is None:
-                raise BadInputError(
-                    f"case {case.id!r}: {step.fault} needs a place: {step.fault}@BOUNDARY#HIT"
-                )
-            if not spec.needs_boundary and step.boundary is not None:
-                raise BadInputError(f"case {case.id!r}: {step.fault} takes no @BOUNDARY#HIT")
-            if step.boundary is not None and step.boundary not in system.boundaries:
-                raise UnknownBoundaryError(step.boundary, system.boundaries)
-            if step.arg is not None:
-                _check_arg(case, step, spec)
-
-
-def _check_arg(case: CaseSpec, step: Step, spec: FaultSpec) -> None:
-    """A step's ``:ARG`` means what its fault says, or the plan is refused before it runs."""
-    assert step.arg is not None
-    if spec.check_arg is None:
-        raise BadInputError(
-            f"case {case.id!r}: step {step}: expected no :ARG ({step.fault} takes none),"
-            f" found {step.arg!r}"
-        )
-    try:
-        spec.check_arg(step.arg)
-    except ArgError as exc:
-        raise BadInputError(
-            f"case {case.id!r}: step {step}: expected {exc.expected}, found {exc.found!r}"
-        ) from None
 
 
 def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:

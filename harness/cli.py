@@ -17,6 +17,11 @@ from types import FrameType
 import click
 
 from harness import __version__, _cli_values, _complete, _style
+from harness._echo import MARKS as MARKS  # re-exported: commands used to import them from here
+from harness._echo import counted as counted
+from harness._echo import echo_gaps, echo_kept
+from harness._echo import format_bytes as format_bytes
+from harness._echo import mark_of as mark_of
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -432,65 +437,6 @@ def certify(
     click.echo(f"report: {paths['json']} and {paths['md']}")
     click.echo(f"also: {paths['junit']} (JUnit) and {paths['html']}")
     sys.exit(outcome.status)
-
-
-#: the mark a case's verdict gets on its progress line
-MARKS = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? ", "gap": "GAP ", "flaky": "FLKY"}
-
-
-def mark_of(verdict: str) -> str:
-    """A verdict's mark, coloured when colour is on (the padding stays outside the colour,
-    so a coloured line and a plain one line up alike)."""
-    mark = MARKS[verdict]
-    word = mark.rstrip()
-    return _style.verdict(word, verdict) + mark[len(word) :]
-
-
-def counted(counter: str) -> str:
-    """The ``[N/M]`` column after a case's duration (nothing when the total is unknown)."""
-    return f"  {counter}" if counter else ""
-
-
-def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
-    """Name every planned step that did not land (a coverage gap is never a pass)."""
-    if not gaps:
-        return
-    click.echo(f"coverage gap: {len(gaps)} planned step(s) did not land:")
-    for line in gaps[:shown]:
-        click.echo(f"  - {line}")
-    if len(gaps) > shown:
-        click.echo(f"  ... and {len(gaps) - shown} more (see the report)")
-
-
-def echo_kept(workdir: Path, *, err: bool = False) -> None:
-    """Keep a run's work dir, say where it is, and remove the kept dirs of this project's
-    finished runs beyond the newest few, and other projects' past a week (saying how many):
-    failing runs must not fill the scratch tmpfs, nor take someone else's evidence."""
-    from harness import _scratch
-
-    removed = _scratch.keep_and_prune(workdir)
-    click.echo(f"work dir kept: {workdir}", err=err)
-    if removed:
-        freed = sum(r.bytes for r in removed)
-        click.echo(
-            f"removed {len(removed)} older kept work dir(s) ({format_bytes(freed)}): this"
-            f" project's newest {_scratch.kept_limit()} stay ({_scratch.KEEP_ENV}), other"
-            f" projects' for {_scratch.KEPT_MAX_AGE_DAYS} days;"
-            " `crash-harness clean --kept` removes them all",
-            err=err,
-        )
-
-
-def format_bytes(count: int) -> str:
-    """A byte count as a person reads it (``clean`` and the kept-dir line say what they freed)."""
-    if count < 1024:
-        return f"{count} bytes"
-    size = count / 1024
-    for unit in ("KB", "MB"):
-        if size < 1024:
-            return f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 @main.command()

@@ -13,7 +13,7 @@ reports/README.md ("What two runs of one seed share"):
 - the clock and how long things took (``TIMESTAMPS``, ``DURATIONS``), pids, the work dir,
   and what a worker printed (its stderr tail, a stack dump: ``MACHINE``);
 - what a race decided: a case whose workers run side by side lists those fields in its own
-  ``measured`` (``campaign.RACE_MEASURED``: how often each boundary was reached, the
+  ``measured`` (``_case_result.RACE_MEASURED``: how often each boundary was reached, the
   timeline, the provider's outcomes and each invariant's summary and evidence, never its
   status), and the sums over cases that count hits (a coverage entry's ``hits_reached``,
   explore's ``schedules_reaching``) are then measurements too;

@@ -18,11 +18,15 @@ import signal
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import _jobpipe
-from harness.campaign import Campaign, CaseResult
+from harness._case_result import CaseResult
 from harness.errors import BadInputError, HarnessError
 from harness.schedule import CaseSpec
+
+if TYPE_CHECKING:
+    from harness.campaign import Campaign
 
 
 def shard(cases: list[CaseSpec], spec: str) -> list[CaseSpec]:

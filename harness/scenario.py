@@ -199,7 +199,7 @@ class Scenario:
     def checked_system(self) -> System:
         """``build_system``, with every listed case checked against it (boundaries, fault
         arguments) before anything runs; an error names this file and its line."""
-        from harness.campaign import validate_cases
+        from harness._plan import validate_cases
 
         try:
             system = self.build_system()

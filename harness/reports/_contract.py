@@ -122,7 +122,7 @@ def case_json(case: CaseResult, *, timeline: list[dict[str, Any]] | None = None)
 
 
 def planned_case_ids(settings: CampaignSettings) -> list[str]:
-    from harness.campaign import default_cases
+    from harness._plan import default_cases
 
     cases = settings.cases if settings.cases is not None else default_cases(settings.system)
     return [c.id for c in cases]
