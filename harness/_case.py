@@ -7,6 +7,7 @@ action lands in the trace, and every fault works on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -23,6 +24,9 @@ from sqlalchemy import Engine
 from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
+from harness._cpu_wait import CpuWait
+from harness._cpu_wait import measure as measure_cpu_wait
+from harness._daemon_watch import DaemonWatch, Deadline, Reading, Settled
 from harness._faketime import forget as forget_faketime
 from harness._faketime import write_offset
 from harness.clock import SharedClock
@@ -47,6 +51,16 @@ MAX_FINISH_WORKERS = 3
 
 #: outcomes that mean a worker did something the harness did not ask for
 ANOMALIES = (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """Where a daemon worker's own evidence starts: the trace's size and the provider's
+    request count just before it was spawned, and when (monotonic)."""
+
+    trace_offset: int
+    requests: int
+    at: float
 
 
 class Landing(StrEnum):
@@ -126,6 +140,10 @@ class CaseContext:
     gave_up: bool = False
     _torn_down: bool = False
     _spawned: int = 0
+    #: daemon worker name -> what the trace and the provider held when it was spawned
+    _marks: dict[str, _Marks] = field(default_factory=dict)
+    #: seconds from spawn to first sign of life of this case's daemon workers so far
+    _start_delays: list[float] = field(default_factory=list)
     _step_index: int | None = None
     _step_record: StepRecord | None = None
 
@@ -144,6 +162,10 @@ class CaseContext:
             self.restart_gap()
         self._spawned += 1
         name = f"w{self._spawned}"
+        if self.lifecycle.daemon:  # what was there before it, so its first sign shows
+            self._marks[name] = _Marks(
+                _size(self.trace_path), len(self.provider.admin.effects()), time.monotonic()
+            )
         return self.supervisor.start(
             name,
             partial(self.system.main, self.config(name)),
@@ -200,58 +222,112 @@ class CaseContext:
 
     def _run_daemon(self, worker: RunningWorker) -> WorkerOutcome:
         """Let a worker that never exits on its own run until the system has settled (or the
-        settle deadline passes), then stop it as its library documents."""
+        settle deadline passes), then stop it as its library documents. The quiet window and
+        the deadline count from its first sign of life (``harness._daemon_watch``)."""
         settle = self.settle or Settle(probe=None)
         config = self.config("settle")
-        began = time.monotonic()
-        deadline = began + settle.deadline_s
-        last: tuple[int, int] | None = None
-        quiet_since = began
-        rounds = 0
-        while True:
-            if _ends_within(worker, settle.interval_s):
-                return self.supervisor.wait(
-                    worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
-                )
-            now = time.monotonic()
-            effects = self.provider.admin.effects()
-            activity = (_size(self.trace_path), len(effects))  # a boundary hit, a request
-            if activity != last:
-                last, quiet_since = activity, now
-            done, output = settle.settled(config)
-            rounds += 1
-            if done:
-                accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
-                delivered = all(
+        marks = self._marks.get(worker.name) or _Marks(0, 0, time.monotonic())
+        watch = DaemonWatch(
+            settle,
+            spawned_at=marks.at,
+            startup_s=self._startup_allowance(settle),
+            starved=lambda: self.cpu_wait(worker).starved,
+        )
+
+        def read() -> Reading:
+            done, output = settle.settled(config)  # the probe first, then the provider's
+            effects = self.provider.admin.effects()  # log, so it is at least as fresh
+            accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
+            return Reading(
+                at=time.monotonic(),
+                probe_done=done,
+                probe_output=output,
+                delivered=all(
                     (run, dest) in accepted
                     for run, dests in self.intended.items()
                     for dest in dests
+                ),
+                own_lines=_lines_by(self.trace_path, marks.trace_offset, worker.name),
+                requests=max(0, len(effects) - marks.requests),
+                trace_size=_size(self.trace_path),
+            )
+
+        while True:
+            if _ends_within(worker, settle.interval_s):
+                self._note_start(worker, watch)
+                return self.supervisor.wait(
+                    worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
                 )
-                if delivered or now - quiet_since >= settle.quiet_s:
-                    by = (
-                        "the provider accepted every intended delivery"
-                        if delivered
-                        else f"nothing happened for {settle.quiet_s:g}s"
-                    )
-                    self.record(
-                        "settled",
-                        rounds=rounds,
-                        after_s=round(time.time() - self.started_at, 3),
-                        by=by,
-                        probe=output,
-                    )
-                    return self._stop(worker, f"settled: {by}")
-            if now >= deadline:
-                age = round(time.time() - self.started_at, 3)
+            decision = watch.poll(read)
+            if decision is None:
+                continue
+            self._note_start(worker, watch)
+            if isinstance(decision, Settled):
                 self.record(
-                    "settle_deadline", deadline_s=settle.deadline_s, age_s=age, probe=output
+                    "settled",
+                    rounds=watch.rounds,
+                    after_s=round(time.time() - self.started_at, 3),
+                    by=decision.by,
+                    probe=decision.reading.probe_output,
+                    **self._life(watch),
                 )
-                self.notes.append(
-                    f"still pending at the settle deadline ({settle.deadline_s}s; work {age}s "
-                    f"old){': ' + output.strip() if output.strip() else ''}"
-                )
-                self.gave_up = True
-                return self._stop(worker, "settle deadline")
+                return self._stop(worker, f"settled: {decision.by}")
+            self._missed_deadline(worker, watch, decision)
+            return self._stop(worker, "settle deadline")
+
+    def _startup_allowance(self, settle: Settle) -> float:
+        """How long a daemon may show no sign of life before it counts as started: the
+        worker deadline until a worker of this case has shown one, then twice the slowest
+        start seen (a restarted worker with nothing left to do never shows one)."""
+        if not self._start_delays:
+            return self.worker_deadline_s
+        return max(settle.quiet_s, 2 * max(self._start_delays))
+
+    def _note_start(self, worker: RunningWorker, watch: DaemonWatch) -> None:
+        start = watch.start_s
+        if start is not None and watch.alive_by is not None and "no sign" not in watch.alive_by:
+            self._start_delays.append(start)
+        if watch.alive_by is not None and "no sign" in watch.alive_by:
+            self.record("no_sign_of_life", target=worker.name, after_s=round(start or 0, 3))
+
+    @staticmethod
+    def _life(watch: DaemonWatch) -> dict[str, Any]:
+        return {
+            "first_sign_of_life": watch.alive_by,
+            "started_after_s": None if watch.start_s is None else round(watch.start_s, 3),
+        }
+
+    def cpu_wait(self, worker: RunningWorker) -> CpuWait:
+        """How long ``worker``'s tree has waited for CPU since it was spawned."""
+        return measure_cpu_wait(worker.name, worker.tree, worker.started_at)
+
+    def _missed_deadline(
+        self, worker: RunningWorker, watch: DaemonWatch, decision: Deadline
+    ) -> None:
+        """Record a missed settle deadline with the figures that decide whether the system
+        or the machine missed it (the ``liveness`` checker reads them)."""
+        settle = self.settle or Settle(probe=None)
+        cpu = self.cpu_wait(worker)
+        output = decision.reading.probe_output
+        age = round(time.time() - self.started_at, 3)
+        self.record(
+            "settle_deadline",
+            deadline_s=settle.deadline_s,
+            age_s=age,
+            probe=output,
+            cpu=cpu.to_json(),
+            never_started=decision.never_started,
+            **self._life(watch),
+        )
+        if cpu.starved:
+            self.notes.append(f"undecided: the machine starved the worker: {cpu.describe()}")
+        else:
+            since = "" if watch.start_s is None else " after its first sign of life"
+            self.notes.append(
+                f"still pending at the settle deadline ({settle.deadline_s}s{since}; work "
+                f"{age}s old){': ' + output.strip() if output.strip() else ''}"
+            )
+        self.gave_up = True
 
     def _stop(self, worker: RunningWorker, reason: str) -> WorkerOutcome:
         return self.supervisor.stop(
@@ -296,7 +372,17 @@ class CaseContext:
                 left = budget_s - (time.monotonic() - waited_from)
                 silent = left <= 0 or not _ends_within(worker, left)
             if silent:
-                self.record("liveness_undetected", target=worker.name, budget_s=budget_s)
+                cpu = self.cpu_wait(worker)  # read before the kill takes the tree away
+                self.record(
+                    "liveness_undetected",
+                    target=worker.name,
+                    budget_s=budget_s,
+                    cpu=cpu.to_json(),
+                )
+                if cpu.starved:
+                    self.notes.append(
+                        f"undecided: the machine starved the worker: {cpu.describe()}"
+                    )
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
                 self.wait(worker)
                 return
@@ -314,6 +400,7 @@ class CaseContext:
                     detection_s=(
                         round(event.at - injected_at, 4) if injected_at is not None else None
                     ),
+                    cpu=self.cpu_wait(worker).to_json(),
                 )
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="overdue work")
                 self.wait(worker)
@@ -360,6 +447,12 @@ class CaseContext:
                 self.record("settled", rounds=rounds, after_s=after)
                 return
             if time.monotonic() >= deadline:
+                # decide on an answer given after the deadline, not one from before it
+                done, output = settle.settled(config)
+                if done:
+                    after = round(time.time() - self.started_at, 3)
+                    self.record("settled", rounds=rounds, after_s=after, at_deadline=True)
+                    return
                 age = round(time.time() - self.started_at, 3)
                 self.record(
                     "settle_deadline", deadline_s=settle.deadline_s, age_s=age, probe=output
@@ -537,6 +630,26 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def _lines_by(path: Path, offset: int, worker: str) -> int:
+    """Trace lines written by ``worker`` itself (not the harness's spawn line) after
+    ``offset``; a torn last line is not counted."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            raw = f.read()
+    except FileNotFoundError:
+        return 0
+    count = 0
+    for line in raw.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and ev.get("worker") == worker and ev.get("event") != "spawn":
+            count += 1
+    return count
 
 
 def _ends_within(worker: RunningWorker, seconds: float) -> bool:

@@ -26,6 +26,13 @@ a correct worker survives (work was dropped by a live worker), when a detection 
 than ``Policy.liveness_max_detection_s``, or when a delivery ends unsettled (or ``unknown``
 and still queued) past its due time plus grace with no flag. It passes with the measured
 detection times.
+
+Starved is not stalled: each of those harness lines carries ``cpu``, how long the worker's
+processes waited for a CPU they were ready to use (``harness._cpu_wait``). When a missed
+deadline, a budget that ran out, or a slow detection came while the machine starved the
+worker, the checker cannot tell the system from the machine: the result is *unknown*
+("undecided: the machine starved the worker", with the figures), never a failure. A stalled
+worker is asleep, not waiting for CPU, so it is never excused this way.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ from harness.invariants._model import (
 from harness.trace import TraceEvent
 
 NAME = "liveness"
+
+#: how a verdict the machine made undecidable begins (the report and the exit rule show it)
+STARVED = "undecided: the machine starved the worker"
 
 #: used when the scenario recorded no policy (matches ``Policy.liveness_grace_s``)
 DEFAULT_GRACE_S = 1.0
@@ -90,6 +100,18 @@ def _missed_deadline(obs: Observation) -> CheckResult | None:
         return None
     _, last = missed[-1]
     detail = detail_of(last)
+    cpu = _starved(detail)
+    if cpu is not None:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{STARVED}: the settle deadline ({detail.get('deadline_s')}s) passed while "
+            f"{_figures(cpu)}",
+            {
+                "starved": [cpu],
+                "deadline_s": detail.get("deadline_s"),
+                "probe": detail.get("probe"),
+            },
+        )
     accepted = {(e.run_id, recipient(obs, e.destination)) for e in obs.effects or () if e.accepted}
     pending = [
         {"run_id": run, "destination": dest, "age_s": detail.get("age_s")}
@@ -112,6 +134,20 @@ def _missed_deadline(obs: Observation) -> CheckResult | None:
             ],
             "pending": pending,
         },
+    )
+
+
+def _starved(detail: dict[str, Any]) -> dict[str, Any] | None:
+    """The CPU figures the harness recorded with an event, when they say the machine
+    starved the worker (``harness._cpu_wait``); None otherwise."""
+    cpu = detail.get("cpu")
+    return cpu if isinstance(cpu, dict) and cpu.get("starved") is True else None
+
+
+def _figures(cpu: dict[str, Any]) -> str:
+    return (
+        f"{cpu.get('worker')} waited {cpu.get('waited_for_cpu_s')}s for CPU in "
+        f"{cpu.get('window_s')}s since it was spawned ({cpu.get('source')})"
     )
 
 
@@ -138,12 +174,24 @@ def check(obs: Observation) -> CheckResult:
     ]
     stuck_ids = {r.delivery_id for r in stuck}
     recovered: list[dict[str, Any]] = []
+    starved: list[dict[str, Any]] = []
+    starved_workers = {
+        str(d.get("target")): d["cpu"]
+        for _, ev in events_named(obs.trace, "liveness_detected")
+        if _starved(d := detail_of(ev)) is not None
+    }
 
     for n, (i, ev) in enumerate(faults):
         fault = {"t": ev.t, **detail_of(ev)}
         end = faults[n + 1][0] if n + 1 < len(faults) else len(obs.trace)
         after = [_detection(f) for j, f in flags if i < j < end]
         gave_up = [{"t": u.t, **detail_of(u)} for j, u in undetected if i < j < end]
+        starved_out = [g for g in gave_up if _starved(g) is not None]
+        if gave_up and len(starved_out) == len(gave_up):
+            # the budget ran out while the worker waited for CPU: the machine, not the
+            # system, may have kept the flag from coming
+            starved.extend(g["cpu"] for g in starved_out)
+            continue
         if fault.get("expect_overdue", True):
             if gave_up or not after:
                 problems.append(
@@ -172,6 +220,9 @@ def check(obs: Observation) -> CheckResult:
     if bound is not None:
         for d in detections:
             if d["detection_s"] is not None and d["detection_s"] > bound:
+                if d["worker"] in starved_workers:  # slow because it was not run
+                    starved.append(starved_workers[d["worker"]])
+                    continue
                 problems.append(
                     {"problem": f"detection slower than the {bound}s allowed", "detection": d}
                 )
@@ -219,12 +270,20 @@ def check(obs: Observation) -> CheckResult:
         "not_yet_overdue": not_yet_due,
         "flagged_then_delivered": recovered,
     }
+    if starved:
+        evidence["starved"] = starved
     if problems:
         return CheckResult(
             Status.FAIL,
             f"{len(problems)} liveness problem(s): stalls unnoticed, work dropped or overdue "
             "items unflagged",
             {"problems": problems, **evidence},
+        )
+    if starved:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{STARVED}: a liveness budget ran out while {_figures(starved[0])}",
+            evidence,
         )
     if undecidable:
         return CheckResult(
