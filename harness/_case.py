@@ -24,8 +24,7 @@ from sqlalchemy import Engine
 from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
-from harness._cpu_wait import CpuWait
-from harness._cpu_wait import measure as measure_cpu_wait
+from harness._cpu_wait import CpuSample, CpuWait, CpuWatch
 from harness._daemon_watch import DaemonWatch, Deadline, Reading, Settled
 from harness._faketime import forget as forget_faketime
 from harness._faketime import write_offset
@@ -144,6 +143,8 @@ class CaseContext:
     _marks: dict[str, _Marks] = field(default_factory=dict)
     #: seconds from spawn to first sign of life of this case's daemon workers so far
     _start_delays: list[float] = field(default_factory=list)
+    #: worker name -> samples of its CPU wait
+    _cpu: dict[str, CpuWatch] = field(default_factory=dict)
     _step_index: int | None = None
     _step_record: StepRecord | None = None
 
@@ -227,12 +228,16 @@ class CaseContext:
         settle = self.settle or Settle(probe=None)
         config = self.config("settle")
         marks = self._marks.get(worker.name) or _Marks(0, 0, time.monotonic())
+        cpu = self.cpu_watch(worker)
+        recent_s = max(settle.quiet_s, 1.0)
         watch = DaemonWatch(
             settle,
             spawned_at=marks.at,
             startup_s=self._startup_allowance(settle),
-            starved=lambda: self.cpu_wait(worker).starved,
+            startup_limit_s=self.worker_deadline_s,
+            starved=lambda: cpu.recent(recent_s).starved,
         )
+        life: CpuSample | None = None
 
         def read() -> Reading:
             done, output = settle.settled(config)  # the probe first, then the provider's
@@ -247,7 +252,7 @@ class CaseContext:
                     for run, dests in self.intended.items()
                     for dest in dests
                 ),
-                own_lines=_lines_by(self.trace_path, marks.trace_offset, worker.name),
+                own_lines=_lines_by(self.trace_path, marks.trace_offset, worker.name)[0],
                 requests=max(0, len(effects) - marks.requests),
                 trace_size=_size(self.trace_path),
             )
@@ -259,6 +264,10 @@ class CaseContext:
                     worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
                 )
             decision = watch.poll(read)
+            if life is None and watch.alive_at is not None:
+                life = cpu.mark()  # the deadline's window starts here
+            elif life is None:
+                cpu.mark()  # samples for judging a start-up that takes long
             if decision is None:
                 continue
             self._note_start(worker, watch)
@@ -272,7 +281,8 @@ class CaseContext:
                     **self._life(watch),
                 )
                 return self._stop(worker, f"settled: {decision.by}")
-            self._missed_deadline(worker, watch, decision)
+            waited = cpu.recent(recent_s) if decision.never_started else cpu.since(life)
+            self._missed_deadline(watch, decision, waited)
             return self._stop(worker, "settle deadline")
 
     def _startup_allowance(self, settle: Settle) -> float:
@@ -284,11 +294,22 @@ class CaseContext:
         return max(settle.quiet_s, 2 * max(self._start_delays))
 
     def _note_start(self, worker: RunningWorker, watch: DaemonWatch) -> None:
+        """Remember how long this worker took to show a sign of life (the next one's
+        allowance); one that ended between two looks shows it in the trace."""
         start = watch.start_s
-        if start is not None and watch.alive_by is not None and "no sign" not in watch.alive_by:
-            self._start_delays.append(start)
         if watch.alive_by is not None and "no sign" in watch.alive_by:
             self.record("no_sign_of_life", target=worker.name, after_s=round(start or 0, 3))
+            return
+        if start is None:
+            marks = self._marks.get(worker.name)
+            first = (
+                None
+                if marks is None
+                else _lines_by(self.trace_path, marks.trace_offset, worker.name)[1]
+            )
+            start = None if first is None else max(0.0, first - worker.started_at)
+        if start is not None:
+            self._start_delays.append(start)
 
     @staticmethod
     def _life(watch: DaemonWatch) -> dict[str, Any]:
@@ -297,17 +318,17 @@ class CaseContext:
             "started_after_s": None if watch.start_s is None else round(watch.start_s, 3),
         }
 
-    def cpu_wait(self, worker: RunningWorker) -> CpuWait:
-        """How long ``worker``'s tree has waited for CPU since it was spawned."""
-        return measure_cpu_wait(worker.name, worker.tree, worker.started_at)
+    def cpu_watch(self, worker: RunningWorker) -> CpuWatch:
+        """The samples of how long ``worker``'s tree waited for CPU (``harness._cpu_wait``)."""
+        found = self._cpu.get(worker.name)
+        if found is None or found.tree is not worker.tree:
+            found = self._cpu[worker.name] = CpuWatch(worker.name, worker.tree, worker.started_at)
+        return found
 
-    def _missed_deadline(
-        self, worker: RunningWorker, watch: DaemonWatch, decision: Deadline
-    ) -> None:
+    def _missed_deadline(self, watch: DaemonWatch, decision: Deadline, cpu: CpuWait) -> None:
         """Record a missed settle deadline with the figures that decide whether the system
         or the machine missed it (the ``liveness`` checker reads them)."""
         settle = self.settle or Settle(probe=None)
-        cpu = self.cpu_wait(worker)
         output = decision.reading.probe_output
         age = round(time.time() - self.started_at, 3)
         self.record(
@@ -358,8 +379,11 @@ class CaseContext:
         if self.lifecycle.daemon:  # it never ends on its own: settling ends it
             self.wait(worker)
             return
+        cpu = self.cpu_watch(worker)
+        since_injection = cpu.mark()
         while True:
             waited_from = time.monotonic()
+            budget_from = cpu.mark()
             event = self.supervisor.wait_event(
                 worker, timeout_s=budget_s or self.worker_deadline_s, quiet_ok=True
             )
@@ -372,16 +396,16 @@ class CaseContext:
                 left = budget_s - (time.monotonic() - waited_from)
                 silent = left <= 0 or not _ends_within(worker, left)
             if silent:
-                cpu = self.cpu_wait(worker)  # read before the kill takes the tree away
+                waited = cpu.since(budget_from)  # read before the kill takes the tree away
                 self.record(
                     "liveness_undetected",
                     target=worker.name,
                     budget_s=budget_s,
-                    cpu=cpu.to_json(),
+                    cpu=waited.to_json(),
                 )
-                if cpu.starved:
+                if waited.starved:
                     self.notes.append(
-                        f"undecided: the machine starved the worker: {cpu.describe()}"
+                        f"undecided: the machine starved the worker: {waited.describe()}"
                     )
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
                 self.wait(worker)
@@ -400,7 +424,7 @@ class CaseContext:
                     detection_s=(
                         round(event.at - injected_at, 4) if injected_at is not None else None
                     ),
-                    cpu=self.cpu_wait(worker).to_json(),
+                    cpu=cpu.since(since_injection).to_json(),
                 )
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="overdue work")
                 self.wait(worker)
@@ -632,24 +656,30 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _lines_by(path: Path, offset: int, worker: str) -> int:
-    """Trace lines written by ``worker`` itself (not the harness's spawn line) after
-    ``offset``; a torn last line is not counted."""
+def _lines_by(path: Path, offset: int, worker: str) -> tuple[int, float | None]:
+    """How many trace lines ``worker`` itself wrote after ``offset`` (not the supervisor's
+    spawn and exit lines about it), and the wall time of the first; a torn last line is
+    not counted."""
     try:
         with path.open("rb") as f:
             f.seek(offset)
             raw = f.read()
     except FileNotFoundError:
-        return 0
-    count = 0
+        return 0, None
+    count, first = 0, None
     for line in raw.splitlines():
         try:
             ev = json.loads(line)
         except ValueError:
             continue
-        if isinstance(ev, dict) and ev.get("worker") == worker and ev.get("event") != "spawn":
-            count += 1
-    return count
+        if not isinstance(ev, dict) or ev.get("worker") != worker:
+            continue
+        if ev.get("event") in ("spawn", "exit"):
+            continue
+        count += 1
+        if first is None and isinstance(ev.get("t"), int | float):
+            first = float(ev["t"])
+    return count, first
 
 
 def _ends_within(worker: RunningWorker, seconds: float) -> bool:

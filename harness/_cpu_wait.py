@@ -14,8 +14,11 @@ runnable-and-not-running, which a stall does not accumulate:
   queue) summed over the tree's live threads. A process that already ended takes its figures
   with it, so walk mode can only under-count the wait: it never excuses a stall.
 
-Both count from the worker's spawn (a fresh cgroup per worker, a fresh process), so one
-reading at the deadline is the whole window. ``starved`` is a share of that window: see
+Both count from the worker's spawn (a fresh cgroup per worker, a fresh process). A verdict
+is judged on the window it depends on (from a worker's first sign of life to its settle
+deadline, a liveness budget, the last few seconds of a start-up), as the difference of two
+samples (``CpuWatch``): a worker that waited for CPU while it imported, on a busy machine,
+and then stalled, is not excused by its start. ``starved`` is a share of that window: see
 ``STARVED_SHARE``.
 """
 
@@ -42,7 +45,7 @@ class CpuWait:
     worker: str
     #: where the figures come from: "cgroup cpu.pressure", "schedstat", or "unmeasured"
     source: str
-    #: wall seconds from the worker's spawn to the reading
+    #: wall seconds of the window judged
     window_s: float
     #: seconds runnable and not running (None: unmeasured)
     waited_s: float | None
@@ -79,26 +82,79 @@ class CpuWait:
             return f"{self.worker}: CPU wait unmeasured ({self.source})"
         ran = "" if self.ran_s is None else f", ran {self.ran_s:.2f}s"
         return (
-            f"{self.worker} waited {self.waited_s:.2f}s for CPU in {self.window_s:.2f}s since "
-            f"it was spawned ({100 * (self.share or 0):.0f}%{ran}; {self.source}; "
-            f"starved at {100 * STARVED_SHARE:.0f}% or more)"
+            f"{self.worker} waited {self.waited_s:.2f}s for CPU in a {self.window_s:.2f}s "
+            f"window ({100 * (self.share or 0):.0f}%{ran}; {self.source}; starved at "
+            f"{100 * STARVED_SHARE:.0f}% or more)"
         )
 
 
-def measure(worker: str, tree: ProcessTree | None, started_at: float) -> CpuWait:
-    """Read the tree's CPU wait now; ``started_at`` is its spawn on the wall clock."""
-    window = max(0.0, time.time() - started_at)
+@dataclass(frozen=True)
+class CpuSample:
+    """Cumulative figures of one worker's tree since its spawn, at wall time ``at``."""
+
+    source: str
+    at: float
+    waited_s: float | None
+    ran_s: float | None
+
+
+def sample(tree: ProcessTree | None) -> CpuSample:
+    """Read the tree's cumulative CPU wait and use now."""
+    now = time.time()
     if tree is None:
-        return CpuWait(worker, "unmeasured", window, None, None)
+        return CpuSample("unmeasured", now, None, None)
     if tree.cgroup is not None:
         waited = _pressure_total_s(tree.cgroup)
         if waited is not None:
-            return CpuWait(worker, "cgroup cpu.pressure", window, waited, _usage_s(tree.cgroup))
+            return CpuSample("cgroup cpu.pressure", now, waited, _usage_s(tree.cgroup))
     found = _schedstat(tree.members())
     if found is None:
-        return CpuWait(worker, "unmeasured", window, None, None)
-    ran, waited = found
-    return CpuWait(worker, "schedstat", window, waited, ran)
+        return CpuSample("unmeasured", now, None, None)
+    return CpuSample("schedstat", now, found[1], found[0])
+
+
+class CpuWatch:
+    """Samples of one worker's CPU wait, so a window ending now can be judged."""
+
+    #: samples kept (a daemon polled every 0.2 s for a 30 s deadline takes 150)
+    KEEP = 2000
+
+    def __init__(self, worker: str, tree: ProcessTree | None, started_at: float) -> None:
+        self.worker = worker
+        self.tree = tree
+        #: the spawn: nothing waited, nothing ran
+        self.spawn = CpuSample("spawn", started_at, 0.0, 0.0)
+        self._samples: list[CpuSample] = [self.spawn]
+
+    def mark(self) -> CpuSample:
+        """Sample now and keep it: a window may start here."""
+        now = sample(self.tree)
+        self._samples.append(now)
+        if len(self._samples) > self.KEEP:
+            del self._samples[1 : len(self._samples) // 2]  # the spawn stays
+        return now
+
+    def since(self, start: CpuSample | None = None) -> CpuWait:
+        """The window from ``start`` (the spawn by default) to now."""
+        return between(self.worker, start or self.spawn, self.mark())
+
+    def recent(self, seconds: float) -> CpuWait:
+        """The window from the newest kept sample at least ``seconds`` old to now."""
+        now = self.mark()
+        start = next((s for s in reversed(self._samples) if now.at - s.at >= seconds), self.spawn)
+        return between(self.worker, start, now)
+
+
+def between(worker: str, start: CpuSample, end: CpuSample) -> CpuWait:
+    """The figures of the window from ``start`` to ``end`` (a process that ended between
+    them takes its share with it in walk mode: the wait is never over-counted)."""
+    window = max(0.0, end.at - start.at)
+    if end.waited_s is None or start.waited_s is None:
+        return CpuWait(worker, end.source, window, None, None)
+    ran = None
+    if end.ran_s is not None and start.ran_s is not None:
+        ran = max(0.0, end.ran_s - start.ran_s)
+    return CpuWait(worker, end.source, window, max(0.0, end.waited_s - start.waited_s), ran)
 
 
 def _pressure_total_s(cgroup: str) -> float | None:

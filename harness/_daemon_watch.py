@@ -15,8 +15,9 @@ A worker that shows none of these is given a **start-up allowance**: the case's 
 deadline for the case's first worker; for a later one, twice the slowest start an earlier
 worker of the case showed (at least ``quiet_s``): a restarted worker with nothing left to do
 shows no sign of life at all, and must not hold the case for a minute. When the allowance
-passes the worker counts as started (the trace says so), unless the machine starved it
-(``starved``), which is then the deadline, decided as such.
+passes the worker counts as started (the trace says so), unless the machine is starving it
+right then (``starved``): then it is waited for up to ``startup_limit_s`` (the worker
+deadline), and a worker still starved at that limit is a deadline the machine missed.
 
 Evidence at the deadline is read **again after the deadline**: a deadline met just as the
 work finishes, every delivery accepted, is a settled system, not a liveness failure.
@@ -71,11 +72,13 @@ class DaemonWatch:
         *,
         spawned_at: float,
         startup_s: float,
+        startup_limit_s: float | None = None,
         starved: Callable[[], bool] = lambda: False,
     ) -> None:
         self.settle = settle
         self.spawned_at = spawned_at
         self.startup_s = startup_s
+        self.startup_limit_s = max(startup_s, startup_limit_s or startup_s)
         self._starved = starved
         #: when the worker first showed a sign of life (monotonic), and which
         self.alive_at: float | None = None
@@ -133,14 +136,16 @@ class DaemonWatch:
         r = read()
         self.rounds += 1
         self.observe(r)
-        if self.alive_at is None and r.at - self.spawned_at >= self.startup_s:
-            if self._starved():
+        waited = r.at - self.spawned_at
+        if self.alive_at is None and waited >= self.startup_s:
+            if not self._starved():
+                self._alive(
+                    r.at,
+                    f"no sign of life in {waited:.3g}s: counted as started",
+                    (r.trace_size, r.requests),
+                )
+            elif waited >= self.startup_limit_s:  # held back by the machine to the end
                 return Deadline(r, never_started=True)
-            self._alive(
-                r.at,
-                f"no sign of life in {self.startup_s:g}s: counted as started",
-                (r.trace_size, r.requests),
-            )
         by = self.settled_by(r)
         if by is not None:
             return Settled(by, r)

@@ -209,3 +209,66 @@ def test_the_harness_giving_up_on_a_stall_fails() -> None:
     result = CHECKERS[NAME](_obs([_row("a")], trace))
     assert result.status is Status.FAIL
     assert result.evidence["problems"][0]["harness_gave_up"][0]["budget_s"] == 12.0
+
+
+def _cpu(waited: float, window: float = 10.0) -> dict[str, object]:
+    """The figures the harness records with a deadline or a budget (``harness._cpu_wait``)."""
+    share = waited / window
+    return {
+        "worker": "w1",
+        "source": "cgroup cpu.pressure",
+        "window_s": window,
+        "waited_for_cpu_s": waited,
+        "ran_s": 0.1,
+        "wait_share": share,
+        "starved_share": 0.25,
+        "starved": share >= 0.25,
+    }
+
+
+def test_a_settle_deadline_missed_while_the_machine_starved_the_worker_is_undecided() -> None:
+    """The worker spent 8 s of its 10 s waiting for a CPU: the deadline measured the machine.
+    Unknown, saying so with the figures; never a failure of the system."""
+    trace = [_ev(110.0, "settle_deadline", deadline_s=5, age_s=10, probe="", cpu=_cpu(8.0))]
+    result = CHECKERS[NAME](_obs([_row("a")], trace))
+    assert result.status is Status.UNKNOWN, result
+    assert result.summary.startswith("undecided: the machine starved the worker"), result
+    assert "w1 waited 8.0s for CPU in a 10.0s window" in result.summary
+    assert result.evidence["starved"][0]["wait_share"] == 0.8
+
+
+def test_a_settle_deadline_missed_by_a_worker_that_was_not_waiting_for_cpu_fails() -> None:
+    """The same deadline with the worker asleep (a stall waits for no CPU): a failure."""
+    trace = [_ev(110.0, "settle_deadline", deadline_s=5, age_s=10, probe="", cpu=_cpu(0.1))]
+    result = CHECKERS[NAME](_obs([_row("a")], trace))
+    assert result.status is Status.FAIL, result
+
+
+def test_a_stall_budget_run_out_on_a_starved_worker_is_undecided_on_a_sleeping_one_fails() -> None:
+    """loop_stall, then the budget ran out: a worker that waited for CPU most of the time may
+    simply not have been run (unknown); one that was not waiting stalled (fail)."""
+    starved = [
+        _ev(100.0, "liveness_fault", fault="loop_stall", expect_overdue=True),
+        _ev(112.0, "liveness_undetected", target="w1", budget_s=12.0, cpu=_cpu(9.0, 12.0)),
+    ]
+    result = CHECKERS[NAME](_obs([_row("a")], starved))
+    assert result.status is Status.UNKNOWN, result
+    assert "undecided: the machine starved the worker" in result.summary
+    asleep = [
+        starved[0],
+        _ev(112.0, "liveness_undetected", target="w1", budget_s=12.0, cpu=_cpu(0.2, 12.0)),
+    ]
+    assert CHECKERS[NAME](_obs([_row("a")], asleep)).status is Status.FAIL
+
+
+def test_a_slow_detection_by_a_starved_worker_is_undecided() -> None:
+    """Past the 1 s bound, but the harness saw the worker waiting for CPU 70 % of the time."""
+    policy = replace(POLICY, liveness_max_detection_s=1.0)
+    trace = [
+        _ev(100.0, "liveness_fault", fault="loop_stall"),
+        _flag(104.0, "dlv_a", since=101.0, at=103.5),
+        _ev(104.1, "liveness_detected", target="w1", delivery_id="dlv_a", cpu=_cpu(7.0)),
+    ]
+    result = CHECKERS[NAME](_obs([_row("a", "pending")], trace, policy=policy))
+    assert result.status is Status.UNKNOWN, result
+    assert result.evidence["starved"][0]["worker"] == "w1"

@@ -49,7 +49,7 @@ list = {cases}
 crash_scope = "{scope}"
 
 [settle]
-probe = "tests._daemon:pending"
+probe = "{probe}"
 teardown = "tests._daemon:teardown"
 deadline_s = {deadline}
 interval_s = 0.2
@@ -65,14 +65,21 @@ def _sweep(
     scope: str = "worker",
     worker: str = "",
     deadline: float = 10,
+    probe: str = "tests._daemon:pending",
 ) -> tuple[int, dict[str, Any], str]:
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / f"{mode}.toml"
     path.write_text(
         SCENARIO.format(
-            mode=mode, cases=json.dumps(cases), scope=scope, worker=worker, deadline=deadline
+            mode=mode,
+            cases=json.dumps(cases),
+            scope=scope,
+            worker=worker,
+            deadline=deadline,
+            probe=probe,
         )
     )
+    (tmp_path / "gate").mkdir(exist_ok=True)
     out = tmp_path / "report"
     done = subprocess.run(
         [sys.executable, "-m", "harness", "run", str(path), "--report-dir", str(out)],
@@ -85,6 +92,7 @@ def _sweep(
             "PYTHONPATH": str(ROOT),
             "CRASH_HARNESS_TMPDIR": str(tmp_path),
             "CH_TEST_TEARDOWN_LOG": str(tmp_path / "teardowns"),
+            "CH_TEST_GATE_DIR": str(tmp_path / "gate"),
             "NO_COLOR": "1",
         },
         check=False,
@@ -238,3 +246,37 @@ def test_a_daemon_crash_whose_hit_never_comes_is_a_gap_that_says_so(tmp_path: Pa
     (landing,) = case["landings"]
     assert landing["landing"] == "not_reached", landing
     assert "reached job_started 1 time(s)" in landing["detail"], landing
+
+
+def test_a_daemon_slower_to_start_than_its_quiet_window_is_not_stopped_before_it_works(
+    tmp_path: Path,
+) -> None:
+    """It takes 3 s to start (quiet_s is 1) and only then enqueues its work; until then its
+    probe says "nothing pending". The quiet window counts from its first sign of life, so it
+    is not stopped before it has worked, and its baseline passes (counted from the spawn, it
+    was stopped at once and failed no_silent_loss)."""
+    code, report, said = _sweep(tmp_path, "slow-start", ["baseline"], probe="tests._daemon:queued")
+    assert code == ExitStatus.PASSED, said
+    (case,) = report["cases"]
+    assert case["verdict"] == "pass", said
+    assert (case["effects"]["intended"], case["effects"]["accepted"]) == (1, 1), case["effects"]
+    assert "the provider accepted every intended delivery" in case["workers"][-1]["note"]
+
+
+def test_a_deadline_met_just_as_the_work_finishes_is_decided_on_fresh_evidence(
+    tmp_path: Path,
+) -> None:
+    """The worker's one send waits at a gate its probe opens on a look that comes after the
+    settle deadline (0.05 s after its first sign of life); that probe answers "pending", as
+    read before the send, and the send is accepted before the harness decides. Read again
+    after the deadline, everything is delivered and the probe says so: settled, not a
+    liveness failure."""
+    code, report, said = _sweep(
+        tmp_path, "gated", ["baseline"], probe="tests._daemon:gated", deadline=0.05
+    )
+    assert code == ExitStatus.PASSED, said
+    (case,) = report["cases"]
+    assert case["verdict"] == "pass", said
+    assert case["invariants"]["liveness"]["status"] != "fail", case["invariants"]["liveness"]
+    note = case["workers"][-1]["note"]
+    assert "every intended delivery, read again at the deadline" in note, note

@@ -146,8 +146,8 @@ def _starved(detail: dict[str, Any]) -> dict[str, Any] | None:
 
 def _figures(cpu: dict[str, Any]) -> str:
     return (
-        f"{cpu.get('worker')} waited {cpu.get('waited_for_cpu_s')}s for CPU in "
-        f"{cpu.get('window_s')}s since it was spawned ({cpu.get('source')})"
+        f"{cpu.get('worker')} waited {cpu.get('waited_for_cpu_s')}s for CPU in a "
+        f"{cpu.get('window_s')}s window ({cpu.get('source')})"
     )
 
 
