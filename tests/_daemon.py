@@ -19,10 +19,11 @@ more forever, as a Celery worker does, until its stop signal.
   (``tests._daemon:gated``) opens on its second look once the worker waits there; that
   look answers what it read before opening the gate ("pending"), once the job is done: the
   work finishes between the probe's reading and the harness's decision;
-- ``spin``: needs ``SPIN_CPU_S`` seconds of CPU time before each send (a CPU-bound job),
-  pinned to CPU 0 at the lowest priority: with a CPU hog on CPU 0 it is starved;
-- ``stall``: pinned and niced like ``spin``, but blocks forever before its first send
-  (a worker that stalled: asleep, not waiting for CPU).
+- ``spin``: once started, moves to one CPU (``starving_cpu``) at the lowest priority and
+  needs ``SPIN_CPU_S`` seconds of CPU time before each send (a CPU-bound job): with a CPU
+  hog on that CPU it is starved;
+- ``stall``: moves like ``spin``, but then blocks forever before its first send (a worker
+  that stalled: asleep, not waiting for CPU).
 
 The settle probe is ``tests._daemon:pending`` (jobs not yet done, by this worker's table).
 """
@@ -159,6 +160,11 @@ def _say_done(config: WorkerConfig) -> None:
     os.close(fd)
 
 
+def starving_cpu() -> int:
+    """The CPU the ``spin`` and ``stall`` modes move to (a test's CPU hog goes there too)."""
+    return min(os.sched_getaffinity(0))
+
+
 def _spin(seconds: float) -> None:
     """Burn ``seconds`` of this process's CPU time (not wall time)."""
     until = time.process_time() + seconds
@@ -229,6 +235,9 @@ def _deliver(config: WorkerConfig, engine: Engine, mode: str) -> None:
         if mode == "gated":  # before any boundary: the gate is its first sign of life
             _wait_at_gate(config)
         boundary("job_started")
+        if mode in ("spin", "stall"):  # started: now behind anything else on one CPU
+            os.sched_setaffinity(0, {starving_cpu()})
+            os.nice(19)
         if mode == "spin":
             _spin(SPIN_CPU_S)
         if mode == "stall":
@@ -255,9 +264,6 @@ def main(mode: str) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     else:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    if mode in ("spin", "stall"):  # on CPU 0, behind anything else that wants it
-        os.sched_setaffinity(0, {0})
-        os.nice(19)
     if mode == "slow-start":
         time.sleep(SLOW_START_S)  # stands in for a heavy import: nothing happens meanwhile
     config = WorkerConfig.from_env()

@@ -9,15 +9,18 @@ file, with real processes and a real SQLite file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ExitStatus
+from tests._daemon import starving_cpu
 from tests._services import needs_libfaketime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,3 +283,60 @@ def test_a_deadline_met_just_as_the_work_finishes_is_decided_on_fresh_evidence(
     assert case["invariants"]["liveness"]["status"] != "fail", case["invariants"]["liveness"]
     note = case["workers"][-1]["note"]
     assert "every intended delivery, read again at the deadline" in note, note
+
+
+@contextlib.contextmanager
+def _cpu_hog() -> Iterator[None]:
+    """A busy process at normal priority on the CPU the ``spin``/``stall`` worker moves to
+    at the lowest priority: a runnable worker there gets almost none of it."""
+    cpu = starving_cpu()
+    hog = subprocess.Popen(
+        [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
+    )
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+STARVED = "undecided: the machine starved the worker"
+
+
+def test_a_worker_the_machine_starved_past_its_deadline_is_undecided_not_failed(
+    tmp_path: Path,
+) -> None:
+    """Once started, the worker needs CPU it is not given (a hog beside it at a higher
+    priority), so it misses its 2 s settle deadline while runnable. That is the machine,
+    not the system: the case is unknown (exit 3), the figures it was decided from are in
+    the report, and no invariant fails."""
+    with _cpu_hog():
+        code, report, said = _sweep(tmp_path, "spin", ["baseline"], deadline=2)
+    assert code == ExitStatus.INCONCLUSIVE, said
+    (case,) = report["cases"]
+    assert case["verdict"] == "unknown", said
+    assert _failed(case) == set(), case["invariants"]
+    liveness = case["invariants"]["liveness"]
+    assert liveness["status"] == "unknown", liveness
+    assert liveness["summary"].startswith(STARVED), liveness
+    (cpu,) = liveness["evidence"]["starved"]
+    assert cpu["starved"] is True, cpu
+    assert cpu["wait_share"] >= cpu["starved_share"], cpu
+    assert cpu["waited_for_cpu_s"] > 0, cpu
+    assert f"note: {STARVED}: w1 waited" in said  # on the console too
+    note = next(n for n in case["notes"] if n.startswith(STARVED))
+    assert "for CPU in a" in note, note
+    assert note in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_stalled_worker_beside_the_same_hog_is_still_a_liveness_failure(tmp_path: Path) -> None:
+    """The same worker and the same hog, but it blocks for good instead of computing: asleep,
+    it waits for no CPU, so the machine is no excuse and the missed deadline fails
+    liveness."""
+    with _cpu_hog():
+        code, report, said = _sweep(tmp_path, "stall", ["baseline"], deadline=2)
+    assert code == ExitStatus.VIOLATION, said
+    (case,) = report["cases"]
+    assert _failed(case) == {"liveness"}, case["invariants"]
+    (problem,) = case["invariants"]["liveness"]["evidence"]["problems"]
+    assert problem["cpu"]["starved"] is False, problem

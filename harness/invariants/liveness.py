@@ -130,6 +130,8 @@ def _missed_deadline(obs: Observation) -> CheckResult | None:
                     "deadline_s": detail.get("deadline_s"),
                     "age_s": detail.get("age_s"),
                     "probe_output": detail.get("probe"),
+                    "cpu": detail.get("cpu"),
+                    "first_sign_of_life": detail.get("first_sign_of_life"),
                 }
             ],
             "pending": pending,
