@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.errors import ExitStatus
 from tests._daemon import starving_cpu
 from tests._services import needs_libfaketime
@@ -69,6 +71,7 @@ def _sweep(
     worker: str = "",
     deadline: float = 10,
     probe: str = "tests._daemon:pending",
+    env: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, Any], str]:
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / f"{mode}.toml"
@@ -97,6 +100,7 @@ def _sweep(
             "CH_TEST_TEARDOWN_LOG": str(tmp_path / "teardowns"),
             "CH_TEST_GATE_DIR": str(tmp_path / "gate"),
             "NO_COLOR": "1",
+            **(env or {}),
         },
         check=False,
     )
@@ -303,15 +307,18 @@ def _cpu_hog() -> Iterator[None]:
 STARVED = "undecided: the machine starved the worker"
 
 
+@pytest.mark.parametrize("tree", ["default", "walk"])
 def test_a_worker_the_machine_starved_past_its_deadline_is_undecided_not_failed(
-    tmp_path: Path,
+    tmp_path: Path, tree: str
 ) -> None:
     """Once started, the worker needs CPU it is not given (a hog beside it at a higher
     priority), so it misses its 2 s settle deadline while runnable. That is the machine,
     not the system: the case is unknown (exit 3), the figures it was decided from are in
-    the report, and no invariant fails."""
+    the report, and no invariant fails. Measured from its cgroup where there is one, from
+    its threads' scheduler statistics in walk mode."""
+    env = {"CRASH_HARNESS_TREE": "walk"} if tree == "walk" else {}
     with _cpu_hog():
-        code, report, said = _sweep(tmp_path, "spin", ["baseline"], deadline=2)
+        code, report, said = _sweep(tmp_path, "spin", ["baseline"], deadline=2, env=env)
     assert code == ExitStatus.INCONCLUSIVE, said
     (case,) = report["cases"]
     assert case["verdict"] == "unknown", said
