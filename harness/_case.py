@@ -38,6 +38,7 @@ from harness.supervisor import (
     Paused,
     RunningWorker,
     Supervisor,
+    WorkerEvent,
     WorkerOutcome,
     wait_readable,
 )
@@ -228,16 +229,12 @@ class CaseContext:
         settle = self.settle or Settle(probe=None)
         config = self.config("settle")
         marks = self._marks.get(worker.name) or _Marks(0, 0, time.monotonic())
-        cpu = self.cpu_watch(worker)
-        recent_s = max(settle.quiet_s, 1.0)
         watch = DaemonWatch(
             settle,
             spawned_at=marks.at,
             startup_s=self._startup_allowance(settle),
-            startup_limit_s=self.worker_deadline_s,
-            starved=lambda: cpu.recent(recent_s).starved,
+            cpu=self.cpu_watch(worker),
         )
-        life: CpuSample | None = None
 
         def read() -> Reading:
             done, output = settle.settled(config)  # the probe first, then the provider's
@@ -264,10 +261,6 @@ class CaseContext:
                     worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
                 )
             decision = watch.poll(read)
-            if life is None and watch.alive_at is not None:
-                life = cpu.mark()  # the deadline's window starts here
-            elif life is None:
-                cpu.mark()  # samples for judging a start-up that takes long
             if decision is None:
                 continue
             self._note_start(worker, watch)
@@ -281,8 +274,7 @@ class CaseContext:
                     **self._life(watch),
                 )
                 return self._stop(worker, f"settled: {decision.by}")
-            waited = cpu.recent(recent_s) if decision.never_started else cpu.since(life)
-            self._missed_deadline(watch, decision, waited)
+            self._missed_deadline(watch, decision)
             return self._stop(worker, "settle deadline")
 
     def _startup_allowance(self, settle: Settle) -> float:
@@ -325,10 +317,11 @@ class CaseContext:
             found = self._cpu[worker.name] = CpuWatch(worker.name, worker.tree, worker.started_at)
         return found
 
-    def _missed_deadline(self, watch: DaemonWatch, decision: Deadline, cpu: CpuWait) -> None:
+    def _missed_deadline(self, watch: DaemonWatch, decision: Deadline) -> None:
         """Record a missed settle deadline with the figures that decide whether the system
         or the machine missed it (the ``liveness`` checker reads them)."""
         settle = self.settle or Settle(probe=None)
+        cpu = decision.cpu
         output = decision.reading.probe_output
         age = round(time.time() - self.started_at, 3)
         self.record(
@@ -391,12 +384,13 @@ class CaseContext:
             # close a moment before the pidfd says the worker ended, or (a worker that closed
             # it) long before: either way its watchdog can say nothing more, so the rest of
             # the budget is waited out on the pidfd alone, never on the worker's deadline
-            silent = False
+            silent: CpuWait | None = None
             if event is None and budget_s is not None and not _ended(worker):
                 left = budget_s - (time.monotonic() - waited_from)
-                silent = left <= 0 or not _ends_within(worker, left)
-            if silent:
-                waited = cpu.since(budget_from)  # read before the kill takes the tree away
+                if left <= 0 or not _ends_within(worker, left):
+                    event, silent = self._rest_of_budget(worker, budget_s, budget_from)
+            if silent is not None:
+                waited = silent  # read before the kill takes the tree away
                 self.record(
                     "liveness_undetected",
                     target=worker.name,
@@ -424,11 +418,32 @@ class CaseContext:
                     detection_s=(
                         round(event.at - injected_at, 4) if injected_at is not None else None
                     ),
-                    cpu=cpu.since(since_injection).to_json(),
+                    cpu=cpu.since(since_injection, 0.0).to_json(),
                 )
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="overdue work")
                 self.wait(worker)
                 return
+
+    def _rest_of_budget(
+        self, worker: RunningWorker, budget_s: float, start: CpuSample
+    ) -> tuple[WorkerEvent | None, CpuWait | None]:
+        """The budget's wall time is spent: give the worker back the time it waited for CPU
+        in it (up to the stretch), still listening for its flag. Returns (its flag, None),
+        (None, None) when it ended, or (None, the figures) when it stayed silent."""
+        cpu = self.cpu_watch(worker)
+        while True:
+            window = cpu.since(start, budget_s)
+            if window.over:
+                return None, window
+            began, more = time.monotonic(), window.more_s()
+            event = self.supervisor.wait_event(worker, timeout_s=more, quiet_ok=True)
+            if event is not None:
+                return event, None
+            if _ended(worker):
+                return None, None
+            rest = more - (time.monotonic() - began)
+            if rest > 0 and _ends_within(worker, rest):  # its events pipe closed early
+                return None, None
 
     def finish(self) -> None:
         """Fresh workers finish whatever the faults left, replacing any that go silent; with a

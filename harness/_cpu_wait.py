@@ -1,11 +1,11 @@
 """Whether the machine, not the system, made a worker late: how long its processes waited
 for a CPU they were ready to use.
 
-A deadline (a settle deadline, a liveness budget) measures the system only if the system
-ran. On a shared CI runner at load 12 on 2 cores a worker can spend most of a deadline
-runnable and not running; blaming it for the miss is a false alarm. A really stalled worker
-(a stopped event loop, a task that never started, a process blocked or stopped) is not
-*waiting for CPU*: it sleeps. So low CPU use is never the signal, only time spent
+A deadline (a settle deadline, a liveness budget, a quiet window) measures the system only
+if the system ran. On a shared CI runner at load 12 on 2 cores a worker can spend most of a
+deadline runnable and not running; blaming it for the miss is a false alarm. A really stalled
+worker (a stopped event loop, a task that never started, a process blocked or stopped) is
+not *waiting for CPU*: it sleeps. So low CPU use is never the signal, only time spent
 runnable-and-not-running, which a stall does not accumulate:
 
 - **cgroup mode**: the worker's own cgroup's ``cpu.pressure`` ``some total`` (time during
@@ -14,12 +14,13 @@ runnable-and-not-running, which a stall does not accumulate:
   queue) summed over the tree's live threads. A process that already ended takes its figures
   with it, so walk mode can only under-count the wait: it never excuses a stall.
 
-Both count from the worker's spawn (a fresh cgroup per worker, a fresh process). A verdict
-is judged on the window it depends on (from a worker's first sign of life to its settle
-deadline, a liveness budget, the last few seconds of a start-up), as the difference of two
-samples (``CpuWatch``): a worker that waited for CPU while it imported, on a busy machine,
-and then stalled, is not excused by its start. ``starved`` is a share of that window: see
-``STARVED_SHARE``.
+Both count from the worker's spawn (a fresh cgroup per worker, a fresh process); a window is
+the difference of two samples (``CpuWatch``). The harness uses them to **credit** a worker
+with the time the machine took from it: a deadline of D seconds is over once the worker has
+*had* D seconds (wall time less time spent waiting for CPU), or once it is ``STRETCH`` times
+D on the wall clock, whichever comes first. Cut short by the stretch, the worker never had
+its due: ``starved``, and the verdict is undecided. A live worker that polls on a busy
+machine loses a little and gets it back, so it is still judged; a stalled one loses nothing.
 """
 
 from __future__ import annotations
@@ -31,16 +32,15 @@ from typing import Any
 
 from harness._tree import ProcessTree
 
-#: a worker that spent at least this share of its life since spawn ready to run and not
-#: running was starved: its deadline measured the machine at least as much as the system.
-#: A correct worker on an idle machine waits ~0 %; a busy one at load 12 on 2 cores ~80 %;
-#: a stalled one waits ~0 % on any machine (it is not runnable).
-STARVED_SHARE = 0.25
+#: how far a deadline may be stretched, on the wall clock, to give back the time a worker
+#: spent waiting for CPU; a worker that still has not had its due then was starved
+STRETCH = 3.0
 
 
 @dataclass(frozen=True)
 class CpuWait:
-    """How long a worker's tree waited for CPU, and ran, over its life so far."""
+    """How long a worker's tree waited for CPU, and ran, in a window that was meant to give
+    it ``required_s`` seconds."""
 
     worker: str
     #: where the figures come from: "cgroup cpu.pressure", "schedstat", or "unmeasured"
@@ -51,6 +51,13 @@ class CpuWait:
     waited_s: float | None
     #: seconds on a CPU (None: unmeasured)
     ran_s: float | None
+    #: the deadline the window was for
+    required_s: float = 0.0
+
+    @property
+    def had_s(self) -> float:
+        """The window less the time the machine kept the worker waiting."""
+        return max(0.0, self.window_s - (self.waited_s or 0.0))
 
     @property
     def share(self) -> float | None:
@@ -59,9 +66,19 @@ class CpuWait:
         return self.waited_s / self.window_s
 
     @property
+    def over(self) -> bool:
+        """Time to decide: the worker has had its due, or the stretch limit is reached."""
+        return self.had_s >= self.required_s or self.window_s >= STRETCH * self.required_s
+
+    @property
     def starved(self) -> bool:
-        share = self.share
-        return share is not None and share >= STARVED_SHARE
+        """Measured, and the worker did not have its due: the machine held it back."""
+        return self.waited_s is not None and self.had_s < self.required_s
+
+    def more_s(self) -> float:
+        """Wall seconds still to wait before deciding: the time owed, within the stretch."""
+        owed = self.required_s - self.had_s
+        return max(0.0, min(owed, STRETCH * self.required_s - self.window_s))
 
     def to_json(self) -> dict[str, Any]:
         share = self.share
@@ -72,7 +89,9 @@ class CpuWait:
             "waited_for_cpu_s": None if self.waited_s is None else round(self.waited_s, 3),
             "ran_s": None if self.ran_s is None else round(self.ran_s, 3),
             "wait_share": None if share is None else round(share, 3),
-            "starved_share": STARVED_SHARE,
+            "had_s": round(self.had_s, 3),
+            "required_s": round(self.required_s, 3),
+            "stretch": STRETCH,
             "starved": self.starved,
         }
 
@@ -83,8 +102,8 @@ class CpuWait:
         ran = "" if self.ran_s is None else f", ran {self.ran_s:.2f}s"
         return (
             f"{self.worker} waited {self.waited_s:.2f}s for CPU in a {self.window_s:.2f}s "
-            f"window ({100 * (self.share or 0):.0f}%{ran}; {self.source}; starved at "
-            f"{100 * STARVED_SHARE:.0f}% or more)"
+            f"window{ran} ({self.source}): it had {self.had_s:.2f}s of the "
+            f"{self.required_s:g}s it was due, the deadline stretched up to {STRETCH:g} times"
         )
 
 
@@ -134,27 +153,22 @@ class CpuWatch:
             del self._samples[1 : len(self._samples) // 2]  # the spawn stays
         return now
 
-    def since(self, start: CpuSample | None = None) -> CpuWait:
-        """The window from ``start`` (the spawn by default) to now."""
-        return between(self.worker, start or self.spawn, self.mark())
-
-    def recent(self, seconds: float) -> CpuWait:
-        """The window from the newest kept sample at least ``seconds`` old to now."""
-        now = self.mark()
-        start = next((s for s in reversed(self._samples) if now.at - s.at >= seconds), self.spawn)
-        return between(self.worker, start, now)
+    def since(self, start: CpuSample | None, required_s: float) -> CpuWait:
+        """The window from ``start`` (the spawn if None) to now, meant to give ``required_s``."""
+        return between(self.worker, start or self.spawn, self.mark(), required_s)
 
 
-def between(worker: str, start: CpuSample, end: CpuSample) -> CpuWait:
+def between(worker: str, start: CpuSample, end: CpuSample, required_s: float = 0.0) -> CpuWait:
     """The figures of the window from ``start`` to ``end`` (a process that ended between
     them takes its share with it in walk mode: the wait is never over-counted)."""
     window = max(0.0, end.at - start.at)
     if end.waited_s is None or start.waited_s is None:
-        return CpuWait(worker, end.source, window, None, None)
+        return CpuWait(worker, end.source, window, None, None, required_s)
     ran = None
     if end.ran_s is not None and start.ran_s is not None:
         ran = max(0.0, end.ran_s - start.ran_s)
-    return CpuWait(worker, end.source, window, max(0.0, end.waited_s - start.waited_s), ran)
+    waited = max(0.0, end.waited_s - start.waited_s)
+    return CpuWait(worker, end.source, window, waited, ran, required_s)
 
 
 def _pressure_total_s(cgroup: str) -> float | None:

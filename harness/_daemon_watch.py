@@ -15,9 +15,12 @@ A worker that shows none of these is given a **start-up allowance**: the case's 
 deadline for the case's first worker; for a later one, twice the slowest start an earlier
 worker of the case showed (at least ``quiet_s``): a restarted worker with nothing left to do
 shows no sign of life at all, and must not hold the case for a minute. When the allowance
-passes the worker counts as started (the trace says so), unless the machine is starving it
-right then (``starved``): then it is waited for up to ``startup_limit_s`` (the worker
-deadline), and a worker still starved at that limit is a deadline the machine missed.
+passes the worker counts as started (the trace says so).
+
+Every one of these spans (the allowance, the quiet window, the deadline) is credited with
+the time the machine kept the worker waiting for CPU (``harness._cpu_wait``): it is over once
+the worker has *had* it, or at ``STRETCH`` times it on the wall clock. A deadline cut short
+that way is one the machine missed (``Deadline.cpu.starved``), decided as such.
 
 Evidence at the deadline is read **again after the deadline**: a deadline met just as the
 work finishes, every delivery accepted, is a settled system, not a liveness failure.
@@ -28,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness._cpu_wait import CpuSample, CpuWait, CpuWatch
 from harness.settle import Settle
 
 
@@ -58,7 +62,9 @@ class Settled:
 @dataclass(frozen=True)
 class Deadline:
     reading: Reading
-    #: True when the worker never showed a sign of life and the machine starved it
+    #: the deadline's window: how long the worker waited for CPU in it, what it had
+    cpu: CpuWait
+    #: True when the worker never showed a sign of life (the start-up was cut short)
     never_started: bool = False
 
 
@@ -72,26 +78,20 @@ class DaemonWatch:
         *,
         spawned_at: float,
         startup_s: float,
-        startup_limit_s: float | None = None,
-        starved: Callable[[], bool] = lambda: False,
+        cpu: CpuWatch,
     ) -> None:
         self.settle = settle
         self.spawned_at = spawned_at
         self.startup_s = startup_s
-        self.startup_limit_s = max(startup_s, startup_limit_s or startup_s)
-        self._starved = starved
+        self.cpu = cpu
         #: when the worker first showed a sign of life (monotonic), and which
         self.alive_at: float | None = None
         self.alive_by: str | None = None
+        self._life: CpuSample | None = None
         self._first_probe: str | None = None
-        self._quiet_since: float | None = None
+        self._quiet: CpuSample | None = None
         self._activity: tuple[int, int] | None = None
         self.rounds = 0
-
-    @property
-    def deadline(self) -> float | None:
-        """The settle deadline (monotonic), once the worker has shown a sign of life."""
-        return None if self.alive_at is None else self.alive_at + self.settle.deadline_s
 
     @property
     def start_s(self) -> float | None:
@@ -115,11 +115,12 @@ class DaemonWatch:
                 self._alive(r.at, why, activity)
             return
         if activity != self._activity:
-            self._activity, self._quiet_since = activity, r.at
+            self._activity, self._quiet = activity, self.cpu.mark()
 
     def _alive(self, at: float, why: str, activity: tuple[int, int]) -> None:
         self.alive_at, self.alive_by = at, why
-        self._activity, self._quiet_since = activity, at
+        self._life = self._quiet = self.cpu.mark()
+        self._activity = activity
 
     def settled_by(self, r: Reading) -> str | None:
         """Why the system has settled on this reading, or None."""
@@ -127,7 +128,7 @@ class DaemonWatch:
             return None
         if r.delivered:
             return "the provider accepted every intended delivery"
-        if self._quiet_since is not None and r.at - self._quiet_since >= self.settle.quiet_s:
+        if self._quiet is not None and self.cpu.since(self._quiet, self.settle.quiet_s).over:
             return f"nothing happened for {self.settle.quiet_s:g}s"
         return None
 
@@ -136,21 +137,23 @@ class DaemonWatch:
         r = read()
         self.rounds += 1
         self.observe(r)
-        waited = r.at - self.spawned_at
-        if self.alive_at is None and waited >= self.startup_s:
-            if not self._starved():
+        if self.alive_at is None:
+            start = self.cpu.since(None, self.startup_s)
+            if start.over and start.starved:  # held back by the machine to the end
+                return Deadline(r, start, never_started=True)
+            if start.over:
                 self._alive(
                     r.at,
-                    f"no sign of life in {waited:.3g}s: counted as started",
+                    f"no sign of life in {r.at - self.spawned_at:.3g}s: counted as started",
                     (r.trace_size, r.requests),
                 )
-            elif waited >= self.startup_limit_s:  # held back by the machine to the end
-                return Deadline(r, never_started=True)
         by = self.settled_by(r)
         if by is not None:
             return Settled(by, r)
-        deadline = self.deadline
-        if deadline is None or r.at < deadline:
+        if self._life is None:
+            return None
+        window = self.cpu.since(self._life, self.settle.deadline_s)
+        if not window.over:
             return None
         # The deadline passed: decide on evidence read after it, not on the provider's log
         # as it was before the probe last answered (the work may have finished in between).
@@ -159,4 +162,4 @@ class DaemonWatch:
         by = self.settled_by(fresh)
         if by is not None:
             return Settled(f"{by}, read again at the deadline", fresh)
-        return Deadline(fresh)
+        return Deadline(fresh, window)

@@ -28,11 +28,13 @@ and still queued) past its due time plus grace with no flag. It passes with the 
 detection times.
 
 Starved is not stalled: each of those harness lines carries ``cpu``, how long the worker's
-processes waited for a CPU they were ready to use (``harness._cpu_wait``). When a missed
-deadline, a budget that ran out, or a slow detection came while the machine starved the
-worker, the checker cannot tell the system from the machine: the result is *unknown*
-("undecided: the machine starved the worker", with the figures), never a failure. A stalled
-worker is asleep, not waiting for CPU, so it is never excused this way.
+processes waited for a CPU they were ready to use (``harness._cpu_wait``). The harness
+stretches a deadline or a budget to give that time back (up to ``STRETCH`` times); one that
+still left the worker short of its due was missed by the machine, and a detection that is
+within the bound once that time is taken off was slowed by it. Then the checker cannot tell
+the system from the machine: the result is *unknown* ("undecided: the machine starved the
+worker", with the figures), never a failure. A stalled worker is asleep, not waiting for
+CPU, so it is never excused this way.
 """
 
 from __future__ import annotations
@@ -147,9 +149,12 @@ def _starved(detail: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _figures(cpu: dict[str, Any]) -> str:
+    had = cpu.get("had_s")
+    due = cpu.get("required_s")
+    owed = f": it had {had}s of the {due}s it was due" if had is not None and due else ""
     return (
         f"{cpu.get('worker')} waited {cpu.get('waited_for_cpu_s')}s for CPU in a "
-        f"{cpu.get('window_s')}s window ({cpu.get('source')})"
+        f"{cpu.get('window_s')}s window ({cpu.get('source')}){owed}"
     )
 
 
@@ -177,10 +182,12 @@ def check(obs: Observation) -> CheckResult:
     stuck_ids = {r.delivery_id for r in stuck}
     recovered: list[dict[str, Any]] = []
     starved: list[dict[str, Any]] = []
-    starved_workers = {
+    # the harness's figures for each worker whose flag reached it: how long it waited for
+    # CPU between the injection and the flag
+    held_back = {
         str(d.get("target")): d["cpu"]
         for _, ev in events_named(obs.trace, "liveness_detected")
-        if _starved(d := detail_of(ev)) is not None
+        if isinstance((d := detail_of(ev)).get("cpu"), dict)
     }
 
     for n, (i, ev) in enumerate(faults):
@@ -222,8 +229,10 @@ def check(obs: Observation) -> CheckResult:
     if bound is not None:
         for d in detections:
             if d["detection_s"] is not None and d["detection_s"] > bound:
-                if d["worker"] in starved_workers:  # slow because it was not run
-                    starved.append(starved_workers[d["worker"]])
+                cpu = held_back.get(d["worker"])
+                waited = cpu.get("waited_for_cpu_s") if cpu else None
+                if isinstance(waited, int | float) and d["detection_s"] - waited <= bound:
+                    starved.append(cpu)  # in time, given the time the machine took from it
                     continue
                 problems.append(
                     {"problem": f"detection slower than the {bound}s allowed", "detection": d}
