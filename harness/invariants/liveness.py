@@ -229,8 +229,8 @@ def check(obs: Observation) -> CheckResult:
     if bound is not None:
         for d in detections:
             if d["detection_s"] is not None and d["detection_s"] > bound:
-                cpu = held_back.get(d["worker"])
-                waited = cpu.get("waited_for_cpu_s") if cpu else None
+                cpu = held_back.get(d["worker"]) or {}
+                waited = cpu.get("waited_for_cpu_s")
                 if isinstance(waited, int | float) and d["detection_s"] - waited <= bound:
                     starved.append(cpu)  # in time, given the time the machine took from it
                     continue
