@@ -7,7 +7,6 @@ action lands in the trace, and every fault works on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -25,7 +24,14 @@ from fake_providers import FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
 from harness._cpu_wait import CpuSample, CpuWait, CpuWatch
-from harness._daemon_watch import DaemonWatch, Deadline, Reading, Settled
+from harness._daemon_watch import (
+    DaemonWatch,
+    Deadline,
+    Reading,
+    Settled,
+    SpawnMarks,
+    lines_by,
+)
 from harness._faketime import forget as forget_faketime
 from harness._faketime import write_offset
 from harness.clock import SharedClock
@@ -51,16 +57,6 @@ MAX_FINISH_WORKERS = 3
 
 #: outcomes that mean a worker did something the harness did not ask for
 ANOMALIES = (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
-
-
-@dataclass(frozen=True)
-class _Marks:
-    """Where a daemon worker's own evidence starts: the trace's size and the provider's
-    request count just before it was spawned, and when (monotonic)."""
-
-    trace_offset: int
-    requests: int
-    at: float
 
 
 class Landing(StrEnum):
@@ -141,7 +137,7 @@ class CaseContext:
     _torn_down: bool = False
     _spawned: int = 0
     #: daemon worker name -> what the trace and the provider held when it was spawned
-    _marks: dict[str, _Marks] = field(default_factory=dict)
+    _marks: dict[str, SpawnMarks] = field(default_factory=dict)
     #: seconds from spawn to first sign of life of this case's daemon workers so far
     _start_delays: list[float] = field(default_factory=list)
     #: worker name -> samples of its CPU wait
@@ -165,7 +161,7 @@ class CaseContext:
         self._spawned += 1
         name = f"w{self._spawned}"
         if self.lifecycle.daemon:  # what was there before it, so its first sign shows
-            self._marks[name] = _Marks(
+            self._marks[name] = SpawnMarks(
                 _size(self.trace_path), len(self.provider.admin.effects()), time.monotonic()
             )
         return self.supervisor.start(
@@ -228,7 +224,7 @@ class CaseContext:
         the deadline count from its first sign of life (``harness._daemon_watch``)."""
         settle = self.settle or Settle(probe=None)
         config = self.config("settle")
-        marks = self._marks.get(worker.name) or _Marks(0, 0, time.monotonic())
+        marks = self._marks.get(worker.name) or SpawnMarks(0, 0, time.monotonic())
         watch = DaemonWatch(
             settle,
             spawned_at=marks.at,
@@ -249,7 +245,7 @@ class CaseContext:
                     for run, dests in self.intended.items()
                     for dest in dests
                 ),
-                own_lines=_lines_by(self.trace_path, marks.trace_offset, worker.name)[0],
+                own_lines=lines_by(self.trace_path, marks.trace_offset, worker.name)[0],
                 requests=max(0, len(effects) - marks.requests),
                 trace_size=_size(self.trace_path),
             )
@@ -297,7 +293,7 @@ class CaseContext:
             first = (
                 None
                 if marks is None
-                else _lines_by(self.trace_path, marks.trace_offset, worker.name)[1]
+                else lines_by(self.trace_path, marks.trace_offset, worker.name)[1]
             )
             start = None if first is None else max(0.0, first - worker.started_at)
         if start is not None:
@@ -669,32 +665,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
-
-
-def _lines_by(path: Path, offset: int, worker: str) -> tuple[int, float | None]:
-    """How many trace lines ``worker`` itself wrote after ``offset`` (not the supervisor's
-    spawn and exit lines about it), and the wall time of the first; a torn last line is
-    not counted."""
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            raw = f.read()
-    except FileNotFoundError:
-        return 0, None
-    count, first = 0, None
-    for line in raw.splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(ev, dict) or ev.get("worker") != worker:
-            continue
-        if ev.get("event") in ("spawn", "exit"):
-            continue
-        count += 1
-        if first is None and isinstance(ev.get("t"), int | float):
-            first = float(ev["t"])
-    return count, first
 
 
 def _ends_within(worker: RunningWorker, seconds: float) -> bool:

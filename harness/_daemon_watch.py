@@ -28,11 +28,23 @@ work finishes, every delivery accepted, is a settled system, not a liveness fail
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness._cpu_wait import CpuSample, CpuWait, CpuWatch
 from harness.settle import Settle
+
+
+@dataclass(frozen=True)
+class SpawnMarks:
+    """Where a daemon worker's own evidence starts: the trace's size and the provider's
+    request count just before it was spawned, and when (monotonic)."""
+
+    trace_offset: int
+    requests: int
+    at: float
 
 
 @dataclass(frozen=True)
@@ -163,3 +175,29 @@ class DaemonWatch:
         if by is not None:
             return Settled(f"{by}, read again at the deadline", fresh)
         return Deadline(fresh, window)
+
+
+def lines_by(path: Path, offset: int, worker: str) -> tuple[int, float | None]:
+    """How many trace lines ``worker`` itself wrote after ``offset`` (not the supervisor's
+    spawn and exit lines about it), and the wall time of the first; a torn last line is
+    not counted."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            raw = f.read()
+    except FileNotFoundError:
+        return 0, None
+    count, first = 0, None
+    for line in raw.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(ev, dict) or ev.get("worker") != worker:
+            continue
+        if ev.get("event") in ("spawn", "exit"):
+            continue
+        count += 1
+        if first is None and isinstance(ev.get("t"), int | float):
+            first = float(ev["t"])
+    return count, first
