@@ -23,6 +23,15 @@ from sqlalchemy import Engine
 from fake_providers import Effect, FaultRule, ProviderProcess
 from harness import _db, trace
 from harness._boundary import Arm
+from harness._cpu_wait import CpuSample, CpuWait, CpuWatch
+from harness._daemon_watch import (
+    DaemonWatch,
+    Deadline,
+    Reading,
+    Settled,
+    SpawnMarks,
+    lines_by,
+)
 from harness._faketime import forget as forget_faketime
 from harness._faketime import write_offset
 from harness.clock import SharedClock
@@ -35,6 +44,7 @@ from harness.supervisor import (
     Paused,
     RunningWorker,
     Supervisor,
+    WorkerEvent,
     WorkerOutcome,
     wait_readable,
 )
@@ -135,6 +145,12 @@ class CaseContext:
     provider_doubts: list[str] = field(default_factory=list)
     _torn_down: bool = False
     _spawned: int = 0
+    #: daemon worker name -> what the trace and the provider held when it was spawned
+    _marks: dict[str, SpawnMarks] = field(default_factory=dict)
+    #: seconds from spawn to first sign of life of this case's daemon workers so far
+    _start_delays: list[float] = field(default_factory=list)
+    #: worker name -> samples of its CPU wait
+    _cpu: dict[str, CpuWatch] = field(default_factory=dict)
     _step_index: int | None = None
     _step_record: StepRecord | None = None
 
@@ -153,6 +169,10 @@ class CaseContext:
             self.restart_gap()
         self._spawned += 1
         name = f"w{self._spawned}"
+        if self.lifecycle.daemon:  # what was there before it, so its first sign shows
+            self._marks[name] = SpawnMarks(
+                _size(self.trace_path), len(self.case_effects()), time.monotonic()
+            )
         return self.supervisor.start(
             name,
             partial(self.system.main, self.config(name)),
@@ -209,58 +229,124 @@ class CaseContext:
 
     def _run_daemon(self, worker: RunningWorker) -> WorkerOutcome:
         """Let a worker that never exits on its own run until the system has settled (or the
-        settle deadline passes), then stop it as its library documents."""
+        settle deadline passes), then stop it as its library documents. The quiet window and
+        the deadline count from its first sign of life (``harness._daemon_watch``)."""
         settle = self.settle or Settle(probe=None)
         config = self.config("settle")
-        began = time.monotonic()
-        deadline = began + settle.deadline_s
-        last: tuple[int, int] | None = None
-        quiet_since = began
-        rounds = 0
-        while True:
-            if self.supervisor.ends_within(worker, settle.interval_s):
-                return self.supervisor.wait(
-                    worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
-                )
-            now = time.monotonic()
-            effects = self.case_effects()
-            activity = (_size(self.trace_path), len(effects))  # a boundary hit, a request
-            if activity != last:
-                last, quiet_since = activity, now
-            done, output = settle.settled(config)
-            rounds += 1
-            if done:
-                accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
-                delivered = all(
+        marks = self._marks.get(worker.name) or SpawnMarks(0, 0, time.monotonic())
+        watch = DaemonWatch(
+            settle,
+            spawned_at=marks.at,
+            startup_s=self._startup_allowance(settle),
+            cpu=self.cpu_watch(worker),
+        )
+
+        def read() -> Reading:
+            done, output = settle.settled(config)  # the probe first, then the provider's
+            effects = self.case_effects()  # log, so it is at least as fresh
+            accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
+            return Reading(
+                at=time.monotonic(),
+                probe_done=done,
+                probe_output=output,
+                delivered=all(
                     (run, dest) in accepted
                     for run, dests in self.intended.items()
                     for dest in dests
+                ),
+                own_lines=lines_by(self.trace_path, marks.trace_offset, worker.name)[0],
+                requests=max(0, len(effects) - marks.requests),
+                trace_size=_size(self.trace_path),
+            )
+
+        while True:
+            if self.supervisor.ends_within(worker, settle.interval_s):
+                self._note_start(worker, watch)
+                return self.supervisor.wait(
+                    worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path
                 )
-                if delivered or now - quiet_since >= settle.quiet_s:
-                    by = (
-                        "the provider accepted every intended delivery"
-                        if delivered
-                        else f"nothing happened for {settle.quiet_s:g}s"
-                    )
-                    self.record(
-                        "settled",
-                        rounds=rounds,
-                        after_s=round(time.time() - self.started_at, 3),
-                        by=by,
-                        probe=output,
-                    )
-                    return self._stop(worker, f"settled: {by}")
-            if now >= deadline:
-                age = round(time.time() - self.started_at, 3)
+            decision = watch.poll(read)
+            if decision is None:
+                continue
+            self._note_start(worker, watch)
+            if isinstance(decision, Settled):
                 self.record(
-                    "settle_deadline", deadline_s=settle.deadline_s, age_s=age, probe=output
+                    "settled",
+                    rounds=watch.rounds,
+                    after_s=round(time.time() - self.started_at, 3),
+                    by=decision.by,
+                    probe=decision.reading.probe_output,
+                    **self._life(watch),
                 )
-                self.notes.append(
-                    f"still pending at the settle deadline ({settle.deadline_s}s; work {age}s "
-                    f"old){': ' + output.strip() if output.strip() else ''}"
-                )
-                self.gave_up = True
-                return self._stop(worker, "settle deadline")
+                return self._stop(worker, f"settled: {decision.by}")
+            self._missed_deadline(watch, decision)
+            return self._stop(worker, "settle deadline")
+
+    def _startup_allowance(self, settle: Settle) -> float:
+        """How long a daemon may show no sign of life before it counts as started: the
+        worker deadline until a worker of this case has shown one, then twice the slowest
+        start seen (a restarted worker with nothing left to do never shows one)."""
+        if not self._start_delays:
+            return self.worker_deadline_s
+        return max(settle.quiet_s, 2 * max(self._start_delays))
+
+    def _note_start(self, worker: RunningWorker, watch: DaemonWatch) -> None:
+        """Remember how long this worker took to show a sign of life (the next one's
+        allowance); one that ended between two looks shows it in the trace."""
+        start = watch.start_s
+        if watch.alive_by is not None and "no sign" in watch.alive_by:
+            self.record("no_sign_of_life", target=worker.name, after_s=round(start or 0, 3))
+            return
+        if start is None:
+            marks = self._marks.get(worker.name)
+            first = (
+                None
+                if marks is None
+                else lines_by(self.trace_path, marks.trace_offset, worker.name)[1]
+            )
+            start = None if first is None else max(0.0, first - worker.started_at)
+        if start is not None:
+            self._start_delays.append(start)
+
+    @staticmethod
+    def _life(watch: DaemonWatch) -> dict[str, Any]:
+        return {
+            "first_sign_of_life": watch.alive_by,
+            "started_after_s": None if watch.start_s is None else round(watch.start_s, 3),
+        }
+
+    def cpu_watch(self, worker: RunningWorker) -> CpuWatch:
+        """The samples of how long ``worker``'s tree waited for CPU (``harness._cpu_wait``)."""
+        found = self._cpu.get(worker.name)
+        if found is None or found.tree is not worker.tree:
+            found = self._cpu[worker.name] = CpuWatch(worker.name, worker.tree, worker.started_at)
+        return found
+
+    def _missed_deadline(self, watch: DaemonWatch, decision: Deadline) -> None:
+        """Record a missed settle deadline with the figures that decide whether the system
+        or the machine missed it (the ``liveness`` checker reads them)."""
+        settle = self.settle or Settle(probe=None)
+        cpu = decision.cpu
+        output = decision.reading.probe_output
+        age = round(time.time() - self.started_at, 3)
+        self.record(
+            "settle_deadline",
+            deadline_s=settle.deadline_s,
+            age_s=age,
+            probe=output,
+            cpu=cpu.to_json(),
+            never_started=decision.never_started,
+            **self._life(watch),
+        )
+        if cpu.starved:
+            self.notes.append(f"undecided: the machine starved the worker: {cpu.describe()}")
+        else:
+            since = "" if watch.start_s is None else " after its first sign of life"
+            self.notes.append(
+                f"still pending at the settle deadline ({settle.deadline_s}s{since}; work "
+                f"{age}s old){': ' + output.strip() if output.strip() else ''}"
+            )
+        self.gave_up = True
 
     def _stop(self, worker: RunningWorker, reason: str) -> WorkerOutcome:
         return self.supervisor.stop(
@@ -291,8 +377,11 @@ class CaseContext:
         if self.lifecycle.daemon:  # it never ends on its own: settling ends it
             self.wait(worker)
             return
+        cpu = self.cpu_watch(worker)
+        since_injection = cpu.mark()
         while True:
             waited_from = time.monotonic()
+            budget_from = cpu.mark()
             event = self.supervisor.wait_event(
                 worker, timeout_s=budget_s or self.worker_deadline_s, quiet_ok=True
             )
@@ -300,12 +389,23 @@ class CaseContext:
             # close a moment before the pidfd says the worker ended, or (a worker that closed
             # it) long before: either way its watchdog can say nothing more, so the rest of
             # the budget is waited out on the pidfd alone, never on the worker's deadline
-            silent = False
+            silent: CpuWait | None = None
             if event is None and budget_s is not None and not _ended(worker):
                 left = budget_s - (time.monotonic() - waited_from)
-                silent = left <= 0 or not self.supervisor.ends_within(worker, left)
-            if silent:
-                self.record("liveness_undetected", target=worker.name, budget_s=budget_s)
+                if left <= 0 or not self.supervisor.ends_within(worker, left):
+                    event, silent = self._rest_of_budget(worker, budget_s, budget_from)
+            if silent is not None:
+                waited = silent  # read before the kill takes the tree away
+                self.record(
+                    "liveness_undetected",
+                    target=worker.name,
+                    budget_s=budget_s,
+                    cpu=waited.to_json(),
+                )
+                if waited.starved:
+                    self.notes.append(
+                        f"undecided: the machine starved the worker: {waited.describe()}"
+                    )
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="undetected")
                 self.wait(worker)
                 return
@@ -323,10 +423,33 @@ class CaseContext:
                     detection_s=(
                         round(event.at - injected_at, 4) if injected_at is not None else None
                     ),
+                    cpu=cpu.since(since_injection, 0.0).to_json(),
                 )
                 self.supervisor.kill(worker, trace_path=self.trace_path, reason="overdue work")
                 self.wait(worker)
                 return
+
+    def _rest_of_budget(
+        self, worker: RunningWorker, budget_s: float, start: CpuSample
+    ) -> tuple[WorkerEvent | None, CpuWait | None]:
+        """The budget's wall time is spent: give the worker back the time it waited for CPU
+        in it (up to the stretch), still listening for its flag. Returns (its flag, None),
+        (None, None) when it ended, or (None, the figures) when it stayed silent."""
+        cpu = self.cpu_watch(worker)
+        while True:
+            window = cpu.since(start, budget_s)
+            if window.over:
+                return None, window
+            began, more = time.monotonic(), window.more_s()
+            event = self.supervisor.wait_event(worker, timeout_s=more, quiet_ok=True)
+            if event is not None:
+                return event, None
+            if _ended(worker):
+                return None, None
+            rest = more - (time.monotonic() - began)
+            # its events pipe closed early
+            if rest > 0 and self.supervisor.ends_within(worker, rest):
+                return None, None
 
     def finish(self) -> None:
         """Fresh workers finish whatever the faults left, replacing any that go silent; with a
@@ -369,6 +492,12 @@ class CaseContext:
                 self.record("settled", rounds=rounds, after_s=after)
                 return
             if time.monotonic() >= deadline:
+                # decide on an answer given after the deadline, not one from before it
+                done, output = settle.settled(config)
+                if done:
+                    after = round(time.time() - self.started_at, 3)
+                    self.record("settled", rounds=rounds, after_s=after, at_deadline=True)
+                    return
                 age = round(time.time() - self.started_at, 3)
                 self.record(
                     "settle_deadline", deadline_s=settle.deadline_s, age_s=age, probe=output

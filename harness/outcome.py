@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 _UNDECIDED_VERDICTS = ("unknown", "flaky")
 #: worker outcomes that mean the worker did something the harness did not ask for
 _ANOMALIES = ("died", "killed_unplanned", "hung")
+#: what a result the machine made undecidable says (``harness.invariants.liveness``)
+_STARVED = "undecided: the machine starved the worker"
 #: summary prefix of a "this system gives nothing to judge it by" unknown
 _NOT_JUDGED = "[not judged]"
 
@@ -211,6 +213,8 @@ def _undecided(cases: Sequence[Mapping[str, Any]], held: set[str] | None) -> lis
         elif anomalies:
             how = ", ".join(f"{w['worker']} {w['outcome']}" for w in anomalies)
             lines.append(f"{case['id']}: {how}")
+        elif starved := [n for n in unsure if _STARVED in str(case["invariants"][n]["summary"])]:
+            lines.append(f"{case['id']}: {_STARVED} ({', '.join(starved)})")
         elif unsure:
             lines.append(f"{case['id']}: could not decide {', '.join(unsure)}")
     return lines

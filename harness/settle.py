@@ -22,10 +22,13 @@ None (settled), False (pending), a ``(settled, evidence)`` pair, or a mapping of
 For a daemon worker (``[worker] daemon``) the probe is asked while the worker runs: the system
 has settled when the probe says nothing is pending *and* either the provider has accepted every
 intended delivery or nothing (no boundary hit, no provider request) has happened for
-``quiet_s``. A daemon without a probe settles on the second half alone.
+``quiet_s``. A daemon without a probe settles on the second half alone. The quiet window and
+the deadline count from the worker's first sign of life, and a deadline is decided on
+readings taken after it (``harness._daemon_watch``).
 
 A delivery still pending at the deadline is a liveness failure with its age (the trace gets a
-``settle_deadline`` line that the ``liveness`` checker reads), never dropped from the count.
+``settle_deadline`` line that the ``liveness`` checker reads), never dropped from the count,
+unless the machine starved the worker (``harness._cpu_wait``): then it is undecided.
 """
 
 from __future__ import annotations

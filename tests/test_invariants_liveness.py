@@ -209,3 +209,71 @@ def test_the_harness_giving_up_on_a_stall_fails() -> None:
     result = CHECKERS[NAME](_obs([_row("a")], trace))
     assert result.status is Status.FAIL
     assert result.evidence["problems"][0]["harness_gave_up"][0]["budget_s"] == 12.0
+
+
+def _cpu(waited: float, window: float = 10.0, due: float = 5.0) -> dict[str, object]:
+    """The figures the harness records with a deadline or a budget (``harness._cpu_wait``):
+    ``window`` seconds, ``waited`` of them waiting for CPU, meant to give ``due``."""
+    had = window - waited
+    return {
+        "worker": "w1",
+        "source": "cgroup cpu.pressure",
+        "window_s": window,
+        "waited_for_cpu_s": waited,
+        "ran_s": 0.1,
+        "wait_share": waited / window,
+        "had_s": had,
+        "required_s": due,
+        "stretch": 3.0,
+        "starved": had < due,
+    }
+
+
+def test_a_settle_deadline_missed_while_the_machine_starved_the_worker_is_undecided() -> None:
+    """The 5 s deadline, stretched to 15 s, and the worker spent 13 s of them waiting for a
+    CPU: it had 2 s of its 5. The deadline measured the machine: unknown, saying so with the
+    figures; never a failure of the system."""
+    trace = [_ev(110.0, "settle_deadline", deadline_s=5, age_s=15, probe="", cpu=_cpu(13.0, 15.0))]
+    result = CHECKERS[NAME](_obs([_row("a")], trace))
+    assert result.status is Status.UNKNOWN, result
+    assert result.summary.startswith("undecided: the machine starved the worker"), result
+    assert "w1 waited 13.0s for CPU in a 15.0s window" in result.summary
+    assert "it had 2.0s of the 5.0s it was due" in result.summary
+
+
+def test_a_settle_deadline_missed_by_a_worker_that_was_not_waiting_for_cpu_fails() -> None:
+    """The same deadline with the worker asleep (a stall waits for no CPU): a failure."""
+    trace = [_ev(110.0, "settle_deadline", deadline_s=5, age_s=5, probe="", cpu=_cpu(0.1, 5.1))]
+    result = CHECKERS[NAME](_obs([_row("a")], trace))
+    assert result.status is Status.FAIL, result
+
+
+def test_a_stall_budget_run_out_on_a_starved_worker_is_undecided_on_a_sleeping_one_fails() -> None:
+    """loop_stall, then the budget ran out: a worker that waited for CPU most of the time may
+    simply not have been run (unknown); one that was not waiting stalled (fail)."""
+    starved = [
+        _ev(100.0, "liveness_fault", fault="loop_stall", expect_overdue=True),
+        _ev(136.0, "liveness_undetected", target="w1", budget_s=12.0, cpu=_cpu(30, 36, 12)),
+    ]
+    result = CHECKERS[NAME](_obs([_row("a")], starved))
+    assert result.status is Status.UNKNOWN, result
+    assert "undecided: the machine starved the worker" in result.summary
+    asleep = [
+        starved[0],
+        _ev(112.0, "liveness_undetected", target="w1", budget_s=12.0, cpu=_cpu(0.2, 12.2, 12)),
+    ]
+    assert CHECKERS[NAME](_obs([_row("a")], asleep)).status is Status.FAIL
+
+
+def test_a_slow_detection_by_a_starved_worker_is_undecided() -> None:
+    """2.5 s past due, against a 1 s bound, but the worker waited 7 s for CPU after the
+    injection: with that time given back it was in time."""
+    policy = replace(POLICY, liveness_max_detection_s=1.0)
+    trace = [
+        _ev(100.0, "liveness_fault", fault="loop_stall"),
+        _flag(104.0, "dlv_a", since=101.0, at=103.5),
+        _ev(104.1, "liveness_detected", target="w1", delivery_id="dlv_a", cpu=_cpu(7.0)),
+    ]
+    result = CHECKERS[NAME](_obs([_row("a", "pending")], trace, policy=policy))
+    assert result.status is Status.UNKNOWN, result
+    assert result.evidence["starved"][0]["worker"] == "w1"

@@ -9,14 +9,19 @@ file, with real processes and a real SQLite file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.errors import ExitStatus
+from tests._daemon import starving_cpu
 from tests._services import needs_libfaketime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +53,7 @@ list = {cases}
 crash_scope = "{scope}"
 
 [settle]
-probe = "tests._daemon:pending"
+probe = "{probe}"
 teardown = "tests._daemon:teardown"
 deadline_s = {deadline}
 interval_s = 0.2
@@ -64,14 +69,22 @@ def _sweep(
     scope: str = "worker",
     worker: str = "",
     deadline: float = 10,
+    probe: str = "tests._daemon:pending",
+    env: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, Any], str]:
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / f"{mode}.toml"
     path.write_text(
         SCENARIO.format(
-            mode=mode, cases=json.dumps(cases), scope=scope, worker=worker, deadline=deadline
+            mode=mode,
+            cases=json.dumps(cases),
+            scope=scope,
+            worker=worker,
+            deadline=deadline,
+            probe=probe,
         )
     )
+    (tmp_path / "gate").mkdir(exist_ok=True)
     out = tmp_path / "report"
     done = subprocess.run(
         [sys.executable, "-m", "harness", "run", str(path), "--report-dir", str(out)],
@@ -84,7 +97,9 @@ def _sweep(
             "PYTHONPATH": str(ROOT),
             "CRASH_HARNESS_TMPDIR": str(tmp_path),
             "CH_TEST_TEARDOWN_LOG": str(tmp_path / "teardowns"),
+            "CH_TEST_GATE_DIR": str(tmp_path / "gate"),
             "NO_COLOR": "1",
+            **(env or {}),
         },
         check=False,
     )
@@ -233,3 +248,100 @@ def test_a_daemon_crash_whose_hit_never_comes_is_a_gap_that_says_so(tmp_path: Pa
     (landing,) = case["landings"]
     assert landing["landing"] == "not_reached", landing
     assert "reached job_started 1 time(s)" in landing["detail"], landing
+
+
+def test_a_daemon_slower_to_start_than_its_quiet_window_is_not_stopped_before_it_works(
+    tmp_path: Path,
+) -> None:
+    """It takes 3 s to start (quiet_s is 1) and only then enqueues its work; until then its
+    probe says "nothing pending". The quiet window counts from its first sign of life, so it
+    is not stopped before it has worked, and its baseline passes (counted from the spawn, it
+    was stopped at once and failed no_silent_loss)."""
+    code, report, said = _sweep(tmp_path, "slow-start", ["baseline"], probe="tests._daemon:queued")
+    assert code == ExitStatus.PASSED, said
+    (case,) = report["cases"]
+    assert case["verdict"] == "pass", said
+    assert (case["effects"]["intended"], case["effects"]["accepted"]) == (1, 1), case["effects"]
+    assert "the provider accepted every intended delivery" in case["workers"][-1]["note"]
+
+
+def test_a_deadline_met_just_as_the_work_finishes_is_decided_on_fresh_evidence(
+    tmp_path: Path,
+) -> None:
+    """The worker's one send waits at a gate its probe opens on a look that comes after the
+    settle deadline (0.05 s after its first sign of life); that probe answers "pending", as
+    read before the send, and the send is accepted before the harness decides. Read again
+    after the deadline, everything is delivered and the probe says so: settled, not a
+    liveness failure."""
+    code, report, said = _sweep(
+        tmp_path, "gated", ["baseline"], probe="tests._daemon:gated", deadline=0.05
+    )
+    assert code == ExitStatus.PASSED, said
+    (case,) = report["cases"]
+    assert case["verdict"] == "pass", said
+    assert case["invariants"]["liveness"]["status"] != "fail", case["invariants"]["liveness"]
+    note = case["workers"][-1]["note"]
+    assert "every intended delivery, read again at the deadline" in note, note
+
+
+@contextlib.contextmanager
+def _cpu_hog() -> Iterator[None]:
+    """A busy process at normal priority on the CPU the ``spin``/``stall`` worker moves to
+    at the lowest priority: a runnable worker there gets almost none of it."""
+    cpu = starving_cpu()
+    hog = subprocess.Popen(
+        [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
+    )
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+STARVED = "undecided: the machine starved the worker"
+
+
+@pytest.mark.parametrize("tree", ["default", "walk"])
+def test_a_worker_the_machine_starved_past_its_deadline_is_undecided_not_failed(
+    tmp_path: Path, tree: str
+) -> None:
+    """Once started, the worker needs CPU it is not given (a hog beside it at a higher
+    priority), so even with its 2 s settle deadline stretched to 6 s to give back the time
+    it waited for CPU, it has not had its 2 s. That is the machine,
+    not the system: the case is unknown (exit 3), the figures it was decided from are in
+    the report, and no invariant fails. Measured from its cgroup where there is one, from
+    its threads' scheduler statistics in walk mode."""
+    env = {"CRASH_HARNESS_TREE": "walk"} if tree == "walk" else {}
+    with _cpu_hog():
+        code, report, said = _sweep(tmp_path, "spin", ["baseline"], deadline=2, env=env)
+    assert code == ExitStatus.INCONCLUSIVE, said
+    (case,) = report["cases"]
+    assert case["verdict"] == "unknown", said
+    assert _failed(case) == set(), case["invariants"]
+    liveness = case["invariants"]["liveness"]
+    assert liveness["status"] == "unknown", liveness
+    assert liveness["summary"].startswith(STARVED), liveness
+    (cpu,) = liveness["evidence"]["starved"]
+    assert cpu["starved"] is True, cpu
+    assert cpu["had_s"] < cpu["required_s"] == 2, cpu  # short of its due, stretched 3 times
+    assert cpu["window_s"] >= cpu["stretch"] * cpu["required_s"], cpu
+    assert cpu["waited_for_cpu_s"] > 0, cpu
+    assert f"note: {STARVED}: w1 waited" in said  # on the console too
+    note = next(n for n in case["notes"] if n.startswith(STARVED))
+    assert "for CPU in a" in note, note
+    assert "of the 2s it was due" in note, note
+    assert note in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_stalled_worker_beside_the_same_hog_is_still_a_liveness_failure(tmp_path: Path) -> None:
+    """The same worker and the same hog, but it blocks for good instead of computing: asleep,
+    it waits for no CPU, so the machine is no excuse and the missed deadline fails
+    liveness."""
+    with _cpu_hog():
+        code, report, said = _sweep(tmp_path, "stall", ["baseline"], deadline=2)
+    assert code == ExitStatus.VIOLATION, said
+    (case,) = report["cases"]
+    assert _failed(case) == {"liveness"}, case["invariants"]
+    (problem,) = case["invariants"]["liveness"]["evidence"]["problems"]
+    assert problem["cpu"]["starved"] is False, problem

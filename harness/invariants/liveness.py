@@ -26,6 +26,15 @@ a correct worker survives (work was dropped by a live worker), when a detection 
 than ``Policy.liveness_max_detection_s``, or when a delivery ends unsettled (or ``unknown``
 and still queued) past its due time plus grace with no flag. It passes with the measured
 detection times.
+
+Starved is not stalled: each of those harness lines carries ``cpu``, how long the worker's
+processes waited for a CPU they were ready to use (``harness._cpu_wait``). The harness
+stretches a deadline or a budget to give that time back (up to ``STRETCH`` times); one that
+still left the worker short of its due was missed by the machine, and a detection that is
+within the bound once that time is taken off was slowed by it. Then the checker cannot tell
+the system from the machine: the result is *unknown* ("undecided: the machine starved the
+worker", with the figures), never a failure. A stalled worker is asleep, not waiting for
+CPU, so it is never excused this way.
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ from harness.invariants._model import (
 from harness.trace import TraceEvent
 
 NAME = "liveness"
+
+#: how a verdict the machine made undecidable begins (the report and the exit rule show it)
+STARVED = "undecided: the machine starved the worker"
 
 #: used when the scenario recorded no policy (matches ``Policy.liveness_grace_s``)
 DEFAULT_GRACE_S = 1.0
@@ -90,6 +102,18 @@ def _missed_deadline(obs: Observation) -> CheckResult | None:
         return None
     _, last = missed[-1]
     detail = detail_of(last)
+    cpu = _starved(detail)
+    if cpu is not None:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{STARVED}: the settle deadline ({detail.get('deadline_s')}s) passed while "
+            f"{_figures(cpu)}",
+            {
+                "starved": [cpu],
+                "deadline_s": detail.get("deadline_s"),
+                "probe": detail.get("probe"),
+            },
+        )
     accepted = {(e.run_id, recipient(obs, e.destination)) for e in obs.effects or () if e.accepted}
     pending = [
         {"run_id": run, "destination": dest, "age_s": detail.get("age_s")}
@@ -108,10 +132,29 @@ def _missed_deadline(obs: Observation) -> CheckResult | None:
                     "deadline_s": detail.get("deadline_s"),
                     "age_s": detail.get("age_s"),
                     "probe_output": detail.get("probe"),
+                    "cpu": detail.get("cpu"),
+                    "first_sign_of_life": detail.get("first_sign_of_life"),
                 }
             ],
             "pending": pending,
         },
+    )
+
+
+def _starved(detail: dict[str, Any]) -> dict[str, Any] | None:
+    """The CPU figures the harness recorded with an event, when they say the machine
+    starved the worker (``harness._cpu_wait``); None otherwise."""
+    cpu = detail.get("cpu")
+    return cpu if isinstance(cpu, dict) and cpu.get("starved") is True else None
+
+
+def _figures(cpu: dict[str, Any]) -> str:
+    had = cpu.get("had_s")
+    due = cpu.get("required_s")
+    owed = f": it had {had}s of the {due}s it was due" if had is not None and due else ""
+    return (
+        f"{cpu.get('worker')} waited {cpu.get('waited_for_cpu_s')}s for CPU in a "
+        f"{cpu.get('window_s')}s window ({cpu.get('source')}){owed}"
     )
 
 
@@ -138,12 +181,26 @@ def check(obs: Observation) -> CheckResult:
     ]
     stuck_ids = {r.delivery_id for r in stuck}
     recovered: list[dict[str, Any]] = []
+    starved: list[dict[str, Any]] = []
+    # the harness's figures for each worker whose flag reached it: how long it waited for
+    # CPU between the injection and the flag
+    held_back = {
+        str(d.get("target")): d["cpu"]
+        for _, ev in events_named(obs.trace, "liveness_detected")
+        if isinstance((d := detail_of(ev)).get("cpu"), dict)
+    }
 
     for n, (i, ev) in enumerate(faults):
         fault = {"t": ev.t, **detail_of(ev)}
         end = faults[n + 1][0] if n + 1 < len(faults) else len(obs.trace)
         after = [_detection(f) for j, f in flags if i < j < end]
         gave_up = [{"t": u.t, **detail_of(u)} for j, u in undetected if i < j < end]
+        starved_out = [g for g in gave_up if _starved(g) is not None]
+        if gave_up and len(starved_out) == len(gave_up):
+            # the budget ran out while the worker waited for CPU: the machine, not the
+            # system, may have kept the flag from coming
+            starved.extend(g["cpu"] for g in starved_out)
+            continue
         if fault.get("expect_overdue", True):
             if gave_up or not after:
                 problems.append(
@@ -172,6 +229,11 @@ def check(obs: Observation) -> CheckResult:
     if bound is not None:
         for d in detections:
             if d["detection_s"] is not None and d["detection_s"] > bound:
+                cpu = held_back.get(d["worker"]) or {}
+                waited = cpu.get("waited_for_cpu_s")
+                if isinstance(waited, int | float) and d["detection_s"] - waited <= bound:
+                    starved.append(cpu)  # in time, given the time the machine took from it
+                    continue
                 problems.append(
                     {"problem": f"detection slower than the {bound}s allowed", "detection": d}
                 )
@@ -219,12 +281,20 @@ def check(obs: Observation) -> CheckResult:
         "not_yet_overdue": not_yet_due,
         "flagged_then_delivered": recovered,
     }
+    if starved:
+        evidence["starved"] = starved
     if problems:
         return CheckResult(
             Status.FAIL,
             f"{len(problems)} liveness problem(s): stalls unnoticed, work dropped or overdue "
             "items unflagged",
             {"problems": problems, **evidence},
+        )
+    if starved:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{STARVED}: a liveness budget ran out while {_figures(starved[0])}",
+            evidence,
         )
     if undecidable:
         return CheckResult(
