@@ -15,10 +15,10 @@ import time
 
 from _quick import QUICK, pick
 
-from harness import scenario as scenario_mod
-from harness.campaign import Campaign, CampaignSettings
+from harness.engine import scenario as scenario_mod
+from harness.engine.campaign import Campaign, CampaignSettings
+from harness.engine.sweep import sweep
 from harness.invariants import Status
-from harness.sweep import sweep
 
 ROUNDS = pick(3, 1)
 #: the quick form sweeps one boundary's scenario, the full one the reference's whole sweep

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from _quick import pick
 
-from harness import scenario as scenario_mod
-from harness.campaign import Campaign, CampaignSettings
-from harness.explore import explore
+from harness.engine import scenario as scenario_mod
+from harness.engine.campaign import Campaign, CampaignSettings
+from harness.engine.explore import explore
 from harness.systems import resolve
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -21,11 +21,11 @@ import time
 
 from _quick import pick
 
-from harness import scenario as scenario_mod
-from harness.campaign import Campaign, CampaignSettings
-from harness.explore import explore
+from harness.engine import scenario as scenario_mod
+from harness.engine.campaign import Campaign, CampaignSettings
+from harness.engine.explore import explore
+from harness.engine.sweep import sweep
 from harness.invariants import Status
-from harness.sweep import sweep
 from harness.systems import resolve
 
 ROUNDS = pick(3, 1)

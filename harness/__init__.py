@@ -8,11 +8,11 @@ What lives where:
   ``System``: plugging in your own worker (``docs/own-worker.md``); loaded on first use.
 - ``harness.names``: canonical boundary, state and invariant names.
 - ``harness.errors``: the error tree and exit statuses.
-- ``harness.supervisor``: forks, arms, kills and reaps worker processes.
+- ``harness.engine.supervisor``: forks, arms, kills and reaps worker processes.
 - ``harness.reference``: the ledger and worker that do it right; ``harness.mutants``: the
   catalogue of broken workers the harness must catch.
 - ``harness.invariants``: one checker module per invariant.
-- ``harness.campaign`` and ``harness.report``: run cases, write reports; ``harness.cli``.
+- ``harness.engine.campaign`` and ``harness.report``: run cases, write reports; ``harness.cli``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from harness._boundary import boundary, note
+from harness.engine._boundary import boundary, note
 
 if TYPE_CHECKING:
     from harness.systems import System

@@ -11,13 +11,13 @@ worker that runs many short transactions, as the reference ledger does).
 ``open_engine(url)``, ``normalise_url(url)`` and ``check_reachable(url)`` open a database a
 person names by URL (an operator's ``--db``), with the same settings.
 
-The implementation is the engine's (``harness._db``); this module is the part a system may
+The implementation is the engine's (``harness.engine._db``); this module is the part a system may
 rely on.
 """
 
 from __future__ import annotations
 
-from harness._db import (
+from harness.engine._db import (
     SQLITE_BEGIN,
     DatabaseTarget,
     check_reachable,

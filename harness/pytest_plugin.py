@@ -33,8 +33,8 @@ import pytest
 
 if TYPE_CHECKING:
     from fake_providers import ProviderProcess
-    from harness.campaign import CampaignResult, CaseResult
-    from harness.scenario import Scenario
+    from harness.engine.campaign import CampaignResult, CaseResult
+    from harness.engine.scenario import Scenario
     from harness.systems import System
 
 #: (name, flag, ini key, metavar, help); the ini twin shares the help text
@@ -254,7 +254,7 @@ def _looks_like_system(text: str) -> bool:
 
 
 def _scenario_path(text: str, bases: Sequence[Path]) -> Path:
-    from harness import scenario as scenario_mod
+    from harness.engine import scenario as scenario_mod
 
     given = Path(text)
     if not given.is_absolute():
@@ -389,8 +389,8 @@ class CrashCampaign:
     # -- internals ------------------------------------------------------------------------------
 
     def _target(self, target: str | os.PathLike[str] | System) -> tuple[System, Scenario | None]:
-        from harness import scenario as scenario_mod
         from harness import systems
+        from harness.engine import scenario as scenario_mod
 
         if isinstance(target, systems.System):
             return target, None
@@ -420,9 +420,9 @@ class CrashCampaign:
         whole_campaign: bool = False,
         **overrides: Any,
     ) -> CampaignResult:
-        from harness import _db, _overrides
-        from harness import scenario as scenario_mod
-        from harness.campaign import (
+        from harness.engine import _db, _overrides
+        from harness.engine import scenario as scenario_mod
+        from harness.engine.campaign import (
             Campaign,
             CampaignResult,
             CampaignSettings,
@@ -431,9 +431,9 @@ class CrashCampaign:
             finish_campaign,
             validate_cases,
         )
+        from harness.engine.parallel import run_cases
+        from harness.engine.sweep import sweep
         from harness.errors import BadInputError
-        from harness.parallel import run_cases
-        from harness.sweep import sweep
 
         opts = self.options
         try:
@@ -547,7 +547,7 @@ class CrashCampaign:
         return result
 
     def _skipped_shard(self, settings: Any, why: str) -> CampaignResult:
-        from harness.campaign import CampaignResult
+        from harness.engine.campaign import CampaignResult
 
         result = CampaignResult(settings=settings)
         result.extra["pytest"] = {"skipped_shard": f"crash-harness: {why}"}
@@ -664,7 +664,7 @@ def judge(
     if hold is not None and not hold and expect_violation is None:
         return f"{head}: hold=[] expects nothing; name invariants, or leave it out for all"
 
-    from harness.outcome import Expectation, judge_result
+    from harness.engine.outcome import Expectation, judge_result
 
     outcome = judge_result(result, Expectation(hold=tuple(hold or ()), violation=expect_violation))
     unreached: list[str] = list(info.get("unreached", [])) if coverage else []

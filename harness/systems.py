@@ -111,7 +111,7 @@ def command_system(
     def main(config: WorkerConfig) -> None:  # pragma: no cover - replaced by exec
         import os
 
-        from harness._boundary import handoff_env
+        from harness.engine._boundary import handoff_env
 
         # a Python program dumps every thread's stack on the harness's SIGABRT, as a forked
         # worker does (a hang is reported with where it hung)

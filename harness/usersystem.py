@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import requests
 from sqlalchemy import Connection, Engine, select, text
 
-from harness._boundary import boundary, note
+from harness.engine._boundary import boundary, note
 from harness.intake import RosterEntry, RunRequest, create_intake_tables
 from harness.invariants import CheckResult, Status
 from harness.snapshot import AuditRow, DeliveryRow, LedgerSnapshot, PartialLedger, unread_ledger

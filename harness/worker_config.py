@@ -10,9 +10,9 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from harness._db import DatabaseTarget
 from harness.clock import SharedClock
-from harness.credentials import Credential, choose
+from harness.engine._db import DatabaseTarget
+from harness.engine.credentials import Credential, choose
 
 ENV_VAR = "CRASH_HARNESS_WORKER"
 SECRET_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRET"
@@ -56,7 +56,7 @@ class WorkerConfig:
     provider_preset: str = "payments"
     #: the provider's SMTP port (preset ``smtp`` only)
     provider_smtp_port: int | None = None
-    #: narrowed credentials, one per destination group (``harness.credentials``); empty: the
+    #: narrowed credentials, one per destination group (``harness.engine.credentials``); empty: the
     #: one credential above (``credential_id``, scope ``destination_scope``) for everything
     credentials: tuple[Credential, ...] = ()
     #: the case's libfaketime offset file (``[worker] fake_time``): an exec'd worker and the
@@ -116,7 +116,7 @@ class WorkerConfig:
         if self.credentials:
             env[SECRETS_ENV_VAR] = json.dumps({c.credential_id: c.secret for c in self.credentials})
         if self.fake_time_file is not None:
-            from harness._faketime import environment
+            from harness.engine._faketime import environment
 
             env.update(environment(self.fake_time_file))
         return env

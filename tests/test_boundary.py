@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import _boundary, boundary
-from harness._boundary import Arm
+from harness import boundary
+from harness.engine import _boundary
+from harness.engine._boundary import Arm
 
 
 def _run_forked(fn: object) -> int:

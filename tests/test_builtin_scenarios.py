@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import scenario as scenario_mod
-from harness._cmd_scenario import _settings, expectation
-from harness.campaign import Campaign, CampaignResult
+from harness.cli.scenario import _settings, expectation
+from harness.engine import scenario as scenario_mod
+from harness.engine.campaign import Campaign, CampaignResult
+from harness.engine.outcome import judge_result
+from harness.engine.parallel import run_cases
 from harness.errors import ExitStatus
-from harness.outcome import judge_result
-from harness.parallel import run_cases
 
 LISTED = [p for p in scenario_mod.builtin_paths() if scenario_mod.load(p).mode == "list"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness import systems
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign, validate_cases
+from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign, validate_cases
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.invariants import Status
 from harness.names import BOUNDARIES

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import credentials, scenario
-from harness._cmd_scenario import _settings
-from harness._db import DatabaseTarget
-from harness.campaign import run_campaign
+from harness.cli.scenario import _settings
+from harness.engine import credentials, scenario
+from harness.engine._db import DatabaseTarget
+from harness.engine.campaign import run_campaign
+from harness.engine.workload import build_workload
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.names import BOUNDARIES
 from harness.worker_config import SECRETS_ENV_VAR, WorkerConfig
-from harness.workload import build_workload
 
 ROSTER = build_workload(1).roster
 

@@ -21,11 +21,11 @@ import requests
 
 from fake_providers import FaultRule, ProviderProcess
 from harness import systems
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
 from harness.clock import CLOCK_EPOCH, SharedClock, start_for_seed
+from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.workload import build_workload
 from harness.errors import BadInputError
 from harness.invariants import Status
-from harness.workload import build_workload
 
 SEED = 1
 SLOW = {"fault": "slow", "delay_s": 1.5, "nth": 1, "times": 1}
@@ -342,7 +342,7 @@ def test_a_send_held_past_the_workers_end_is_drained_into_its_own_case(tmp_path:
     guilty, innocent = result.cases
     assert guilty.invariants["exactly_once_effect"].status is Status.FAIL
     assert innocent.verdict is Status.PASS, _failing(result)
-    from harness import trace
+    from harness.engine import trace
 
     drains = [
         ev.detail

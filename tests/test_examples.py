@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec, run_campaign
+from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec, run_campaign
+from harness.engine.sweep import sweep
 from harness.errors import ExitStatus
 from harness.invariants import Status
-from harness.sweep import sweep
 from harness.systems import System, resolve
 from harness.usersystem import not_judged
 from tests._fresh_venv import FreshVenv

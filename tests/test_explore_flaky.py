@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from harness.campaign import Campaign, CampaignSettings, CaseResult
-from harness.explore import _confirmed, explore, mark_flaky
+from harness.engine.campaign import Campaign, CampaignSettings, CaseResult
+from harness.engine.explore import _confirmed, explore, mark_flaky
+from harness.engine.schedule import CaseSpec
 from harness.invariants import CheckResult, Status
 from harness.reports import render_junit, render_markdown, validate
-from harness.schedule import CaseSpec
 from harness.systems import resolve
 from tests._systems import FLAKY_MARKER_ENV
 

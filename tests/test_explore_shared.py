@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.campaign import Campaign, CampaignSettings
 from harness.cli import main
-from harness.explore import explore, shard_seed
+from harness.engine.campaign import Campaign, CampaignSettings
+from harness.engine.explore import explore, shard_seed
 from harness.systems import resolve
 from tests._services import redis_up
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import trace
-from harness.campaign import Campaign, CampaignSettings, validate_cases
 from harness.cli import main
+from harness.engine import trace
+from harness.engine.campaign import Campaign, CampaignSettings, validate_cases
+from harness.engine.schedule import CaseSpec
 from harness.errors import BadInputError
 from harness.faults.clock_jump import jump_s
 from harness.invariants import Status
-from harness.schedule import CaseSpec
 from harness.systems import resolve
 
 REF = resolve("reference")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.engine.trace import TraceEvent
 from harness.invariants import (
     CHECKERS,
     DeliveryRow,
@@ -13,7 +14,6 @@ from harness.invariants import (
     Status,
     run_checker,
 )
-from harness.trace import TraceEvent
 
 NAME = "frozen_destinations"
 LATE = "late-joiner.topic-1@example.org"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.engine.trace import TraceEvent
 from harness.invariants import (
     CHECKERS,
     DeliveryRow,
@@ -14,7 +15,6 @@ from harness.invariants import (
     Status,
     run_checker,
 )
-from harness.trace import TraceEvent
 
 NAME = "liveness"
 POLICY = Policy(key_window_s=86_400.0, retry_backoff_s=(1.0,), max_attempts=3, lease_s=30.0)
@@ -212,7 +212,7 @@ def test_the_harness_giving_up_on_a_stall_fails() -> None:
 
 
 def _cpu(waited: float, window: float = 10.0, due: float = 5.0) -> dict[str, object]:
-    """The figures the harness records with a deadline or a budget (``harness._cpu_wait``):
+    """The figures the harness records with a deadline or a budget (``harness.engine._cpu_wait``):
     ``window`` seconds, ``waited`` of them waiting for CPU, meant to give ``due``."""
     had = window - waited
     return {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.engine.trace import TraceEvent
 from harness.invariants import CHECKERS, EffectRow, Observation, Status, run_checker
-from harness.trace import TraceEvent
 
 NAME = "restore_no_replay"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness import systems
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.trace import TraceEvent
 from harness.invariants import (
     CHECKERS,
     DeliveryRow,
@@ -22,7 +23,6 @@ from harness.invariants import (
     run_checker,
 )
 from harness.mutants import backoff_past_window
-from harness.trace import TraceEvent
 
 NAME = "retry_within_window"
 DAY = 86_400.0

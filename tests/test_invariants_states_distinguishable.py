@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from harness.engine.trace import TraceEvent
 from harness.invariants import (
     CHECKERS,
     AuditRow,
@@ -17,7 +18,6 @@ from harness.invariants import (
     run_checker,
 )
 from harness.names import DELIVERY_STATES
-from harness.trace import TraceEvent
 
 NAME = "states_distinguishable"
 

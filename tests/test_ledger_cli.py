@@ -19,12 +19,12 @@ from click.testing import CliRunner
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from harness import _db
 from harness.cli import main
+from harness.engine import _db
+from harness.engine.workload import build_workload, seed_database
 from harness.reference.ledger import Ledger
 from harness.reference.schema import AuditEvent, Base, Delivery, QueueItem
 from harness.worker_config import WorkerConfig
-from harness.workload import build_workload, seed_database
 
 
 @dataclass

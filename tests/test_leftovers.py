@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from harness import _owner, _scratch, _tree
+from harness.engine import _owner, _scratch, _tree
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -296,7 +296,7 @@ def test_clean_kills_what_a_killed_runs_keeper_still_holds(
     """A keeper whose harness is gone but which still holds processes (say it was stopped, or
     has not got to it yet): ``clean`` finds it by its record (pid and start time, the harness
     named as owner), kills everything under it, and says so."""
-    from harness import _keeper
+    from harness.engine import _keeper
 
     monkeypatch.setenv(_scratch.TMPDIR_ENV, str(tmp_path))
     # a stand-in keeper holding a child: a process that forks one and sleeps

@@ -15,18 +15,18 @@ from pathlib import Path
 import pytest
 
 from harness import systems
-from harness._cmd_mutants import Matrix, SystemRow, campaigns_for, render_plain
-from harness.campaign import (
+from harness.cli.mutants import Matrix, SystemRow, campaigns_for, render_plain
+from harness.engine.campaign import (
     CampaignSettings,
     CaseResult,
     CaseSpec,
     default_cases,
     run_campaign,
 )
+from harness.engine.supervisor import OutcomeKind
 from harness.errors import ExitStatus
 from harness.invariants import CHECKERS, Status
 from harness.mutants import CATALOGUE
-from harness.supervisor import OutcomeKind
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine.parallel import run_cases, shard
 from harness.errors import BadInputError
-from harness.parallel import run_cases, shard
 from harness.systems import resolve
 
 CASES = [

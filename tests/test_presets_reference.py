@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from harness import scenario as scenario_mod
 from harness import systems
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine import scenario as scenario_mod
+from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.names import BOUNDARIES

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import _tree, boundary, trace
-from harness._boundary import Arm
-from harness.supervisor import TREE_MODE_ENV, OutcomeKind, Supervisor
+from harness import boundary
+from harness.engine import _tree, trace
+from harness.engine._boundary import Arm
+from harness.engine.supervisor import TREE_MODE_ENV, OutcomeKind, Supervisor
 
 
 def _alive(pid: int) -> bool:

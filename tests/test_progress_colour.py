@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import _progress, _style
-from harness._case import Landing, StepRecord
-from harness.campaign import CaseResult
+from harness.cli import _progress, _style
+from harness.engine._case import Landing, StepRecord
+from harness.engine.campaign import CaseResult
+from harness.engine.schedule import CaseSpec
 from harness.invariants import Status
-from harness.schedule import CaseSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 GREEN_OK = "\x1b[32mok\x1b[0m"

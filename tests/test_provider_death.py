@@ -17,12 +17,12 @@ import pytest
 from fake_providers import ProviderProcess
 from fake_providers._errors import ProviderStartError
 from harness import systems
-from harness._lifeline import LifelineCut
-from harness.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine._lifeline import LifelineCut
+from harness.engine.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine.outcome import Expectation, judge
+from harness.engine.supervisor import OutcomeKind, Supervisor
 from harness.errors import ExitStatus
 from harness.invariants import Status
-from harness.outcome import Expectation, judge
-from harness.supervisor import OutcomeKind, Supervisor
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from harness import report as report_module
 from harness.cli import main
+from harness.engine.trace import TraceEvent
 from harness.invariants import AuditRow, EffectRow
 from harness.reports import (
     ReportError,
@@ -36,7 +37,6 @@ from harness.reports import (
 from harness.reports._contract import redact
 from harness.reports._svg import timeline_svg
 from harness.reports.html import MAX_DRAWN_CASES
-from harness.trace import TraceEvent
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "report_failing.json"

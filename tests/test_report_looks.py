@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
 from harness.reports import load_report, render_html, render_junit, render_markdown, write_reports
 from harness.reports._contract import schema_errors
 from harness.systems import System

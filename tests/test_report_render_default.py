@@ -58,7 +58,7 @@ def test_html_goes_to_standard_output_only_when_asked(saved: Path) -> None:
 
 
 def test_html_on_a_terminal_becomes_a_file(saved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import _cmd_report
+    from harness.cli import report as _cmd_report
 
     runner = CliRunner()  # its output is no terminal: stand one in
     monkeypatch.setattr(_cmd_report, "_stdout_is_terminal", lambda: True)

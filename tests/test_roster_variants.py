@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from harness.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
+from harness.engine.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
 from harness.errors import BadInputError
 from harness.faults import roster_change
 from harness.faults.roster_change import change_roster

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from harness import scenario as scenario_mod
+from harness.engine import scenario as scenario_mod
 from harness.errors import BadInputError
 from tests.test_scenario_fuzz import mutated
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.campaign import validate_cases
+from harness.engine.campaign import validate_cases
+from harness.engine.schedule import CaseSpec, Step
 from harness.errors import BadInputError, UnknownBoundaryError
-from harness.schedule import CaseSpec, Step
 from harness.systems import resolve
 
 REF = resolve("reference")

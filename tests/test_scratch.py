@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import _scratch
-from harness.campaign import Campaign, CampaignSettings
+from harness.engine import _scratch
+from harness.engine.campaign import Campaign, CampaignSettings
 from harness.systems import resolve
 
 

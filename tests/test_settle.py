@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import trace
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine import trace
+from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.settle import Settle
 from harness.errors import BadInputError
 from harness.invariants import Status
-from harness.settle import Settle
 from harness.systems import resolve
 from harness.worker_config import WorkerConfig
 

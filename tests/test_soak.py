@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import scenario as scenario_mod
-from harness._cmd_scenario import _settings
-from harness.campaign import Campaign, CaseResult
+from harness.cli.scenario import _settings
+from harness.engine import scenario as scenario_mod
+from harness.engine.campaign import Campaign, CaseResult
+from harness.engine.parallel import run_cases
 from harness.invariants import Status
-from harness.parallel import run_cases
 
 SCENARIOS = ("reference-soak", "reference-soak-chat")
 #: 20 seeds x 2 scenarios x 25 cases = 1,000 cases

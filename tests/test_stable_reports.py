@@ -1,5 +1,5 @@
 """Two runs of one seed write the same reports once their declared measurements are set aside
-(``harness.determinism.content``): the clock, durations, pids, the work dir, what a race
+(``harness.engine.determinism.content``): the clock, durations, pids, the work dir, what a race
 decided (a racing case lists those fields in its ``measured``) and what a wall-clock watchdog
 saw. Everything else, including which recipient a fault lands on and the order of cases,
 workers, invariants and evidence, must not move. A failure names the first field that did.
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from harness import systems
-from harness._case import Landing, StepRecord
-from harness.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec
-from harness.determinism import content, first_difference, rerun_sample
+from harness.engine._case import Landing, StepRecord
+from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec
+from harness.engine.determinism import content, first_difference, rerun_sample
 from harness.faults.provider import pinned_delivery
 from harness.invariants import Status
 from tests.conftest import PG_ENV

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import _secrets
+from harness.engine import _secrets
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "tok-0123456789abcdef"
@@ -23,7 +23,7 @@ _HARNESS = """
 import json, os, resource, sys
 from pathlib import Path
 from harness import _secrets
-from harness.supervisor import Supervisor
+from harness.engine.supervisor import Supervisor
 
 SECRET, MB, workdir = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 _secrets.hand_out(SECRET)

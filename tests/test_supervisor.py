@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import _boundary, boundary
-from harness import trace as trace_store
-from harness._boundary import Arm
-from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
+from harness import boundary
+from harness.engine import _boundary
+from harness.engine import trace as trace_store
+from harness.engine._boundary import Arm
+from harness.engine.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 
 
 def _completes() -> None:

@@ -10,8 +10,9 @@ from typing import ClassVar
 import pytest
 from sqlalchemy import Engine, text
 
-from harness import _db
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine import _db
+from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.workload import build_workload, seed_database
 from harness.invariants import CHECKERS, EffectRow, Observation, Status, run_all
 from harness.systems import System
 from harness.usersystem import (
@@ -25,7 +26,6 @@ from harness.usersystem import (
     simple_system,
 )
 from harness.worker_config import WorkerConfig
-from harness.workload import build_workload, seed_database
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness._case import CaseContext
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
+from harness.engine.supervisor import RunningWorker
 from harness.invariants._model import EffectRow
-from harness.schedule import Step
-from harness.supervisor import RunningWorker
 
 #: ``confirm(ctx, step, index, effects)`` -> (landed, evidence)
 Confirm = Callable[[CaseContext, Step, int, Sequence[EffectRow]], tuple[bool, str]]

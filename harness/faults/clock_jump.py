@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from harness._boundary import Arm
-from harness._case import CaseContext
+from harness.engine._boundary import Arm
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
 from harness.errors import BadInputError
 from harness.faults._args import DURATION_HELP, ArgError, duration_s
 from harness.faults._spec import FaultSpec, not_reached, place
-from harness.schedule import Step
 
 #: a jump that stays inside the key window (half of it)
 IN_WINDOW: Final = "inwindow"

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 
-from harness._boundary import Arm
-from harness._case import CaseContext
+from harness.engine._boundary import Arm
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
+from harness.engine.supervisor import RunningWorker, WorkerEvent
 from harness.errors import BadInputError
 from harness.faults import _args
 from harness.faults._spec import FaultSpec
-from harness.schedule import Step
-from harness.supervisor import RunningWorker, WorkerEvent
 
 #: how long a follower gets to make its first claim while the others hold theirs (wall s)
 RACE_WINDOW_S = 0.3

@@ -6,11 +6,11 @@ Two or more crash steps in one case (``crash@a#1+crash@b#1``) are the SPEC's
 
 from __future__ import annotations
 
-from harness._boundary import Arm
-from harness._case import CaseContext
+from harness.engine._boundary import Arm
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
+from harness.engine.supervisor import OutcomeKind
 from harness.faults._spec import FaultSpec, not_reached, place
-from harness.schedule import Step
-from harness.supervisor import OutcomeKind
 
 
 def run(ctx: CaseContext, step: Step) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness._boundary import Arm
-from harness._case import CaseContext
+from harness.engine._boundary import Arm
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
 from harness.faults._spec import FaultSpec
-from harness.schedule import Step
 
 #: the boundary the asyncio path reaches once every new task waits for a sending slot
 SCHEDULED = "delivery_tasks_scheduled"

@@ -8,10 +8,10 @@ worker's late update is fenced off by the lease epoch; a worker without leases s
 
 from __future__ import annotations
 
-from harness._boundary import Arm
-from harness._case import CaseContext
+from harness.engine._boundary import Arm
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
 from harness.faults._spec import FaultSpec, not_reached, place
-from harness.schedule import Step
 
 
 def run(ctx: CaseContext, step: Step) -> None:

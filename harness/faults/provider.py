@@ -25,12 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from fake_providers import FaultRule
-from harness._case import CaseContext
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
 from harness.errors import BadInputError
 from harness.faults._args import DURATION_HELP, ArgError, count, duration_s
 from harness.faults._spec import FaultSpec
 from harness.invariants._model import EffectRow
-from harness.schedule import Step
 
 #: the highest send number a case may name
 MAX_SEND = 1000

@@ -8,11 +8,11 @@ replays nothing; one that trusts its (old) ledger sends again.
 
 from __future__ import annotations
 
-from harness import _db
-from harness._boundary import Arm
-from harness._case import CaseContext
+from harness.engine import _db
+from harness.engine._boundary import Arm
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
 from harness.faults._spec import FaultSpec, not_reached, place
-from harness.schedule import Step
 
 
 def run(ctx: CaseContext, step: Step) -> None:

@@ -37,14 +37,14 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from harness._boundary import Arm
-from harness._case import CaseContext
 from harness.destinations import distinct
+from harness.engine._boundary import Arm
+from harness.engine._case import CaseContext
+from harness.engine.schedule import Step
 from harness.errors import BadInputError
 from harness.faults._args import ArgError
 from harness.faults._spec import FaultSpec, not_reached, place
 from harness.intake import INTAKE_ROSTER, Roster
-from harness.schedule import Step
 
 #: every ``:ARG`` roster_change takes (None: the default, drop one and add one)
 VARIANTS: tuple[str | None, ...] = (

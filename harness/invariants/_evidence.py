@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.engine.trace import TraceEvent
 from harness.invariants._model import EffectRow, Observation
-from harness.trace import TraceEvent
 
 #: trace events that mark where a worker was or what the harness did (spawn/exit excluded:
 #: they say a process began or ended, not where in the sequence it was)

@@ -13,8 +13,8 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from harness.destinations import normal_form
+from harness.engine.trace import TraceEvent
 from harness.names import SETTLED_STATES
-from harness.trace import TraceEvent
 
 T = TypeVar("T")
 

@@ -128,7 +128,7 @@ def effects_line(case: Mapping[str, Any]) -> str:
 # -- how an invariant result looks: failed, undecided, not judged ------------------------------
 
 #: summary prefix of an *unknown* that is a blind spot of the system under test (no ledger
-#: adapter, no audit query), not a finding; ``harness.outcome`` reads it the same way
+#: adapter, no audit query), not a finding; ``harness.engine.outcome`` reads it the same way
 NOT_JUDGED = "[not judged]"
 #: the four looks of an invariant result, in the order a reader needs them
 LOOKS = ("fail", "undecided", "not_judged", "pass")
@@ -146,7 +146,7 @@ def look(inv: Mapping[str, Any]) -> str:
 
     report.json has three statuses; an *unknown* whose summary starts ``[not judged]`` is a
     check the system gave nothing to judge by, which is neither a failure nor an undecided
-    case (``harness.outcome`` ignores it for the exit status, so the reports must too)."""
+    case (``harness.engine.outcome`` ignores it for the exit status, so the reports must too)."""
     status = inv.get("status")
     if status == "fail":
         return "fail"

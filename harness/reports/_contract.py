@@ -22,12 +22,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import __version__, _secrets
+from harness import __version__
+from harness.engine import _secrets
 from harness.errors import BadInputError
 from harness.names import BOUNDARIES
 
 if TYPE_CHECKING:
-    from harness.campaign import CampaignResult, CampaignSettings, CaseResult
+    from harness.engine.campaign import CampaignResult, CampaignSettings, CaseResult
 
 SCHEMA = "crash-harness/report/v1"
 SCHEMA_FILE = "report-v1.schema.json"
@@ -122,7 +123,7 @@ def case_json(case: CaseResult, *, timeline: list[dict[str, Any]] | None = None)
 
 
 def planned_case_ids(settings: CampaignSettings) -> list[str]:
-    from harness._plan import default_cases
+    from harness.engine._plan import default_cases
 
     cases = settings.cases if settings.cases is not None else default_cases(settings.system)
     return [c.id for c in cases]
@@ -333,7 +334,7 @@ def _hide_password(url: str) -> str:
 
 def redact(value: Any) -> Any:
     """Hide every ``scheme://user:password@`` password, and every secret the harness handed
-    out (``harness._secrets``), in every string of a report."""
+    out (``harness.engine._secrets``), in every string of a report."""
     if isinstance(value, str):
         value = _secrets.scrub(value)
         return _secrets.hide_url_passwords(value)
@@ -374,7 +375,7 @@ def validate(report: Any) -> None:
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read and validate a report file; errors name the file and what is wrong with it."""
-    from harness import _paths
+    from harness.engine import _paths
 
     if _paths.exists(path, "report") and not path.is_file():  # a FIFO would block forever
         raise ReportError(f"cannot read report {path}: not a regular file")

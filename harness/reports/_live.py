@@ -18,7 +18,7 @@ from harness.errors import BadInputError
 from harness.reports._contract import assemble, case_json, load_report
 
 if TYPE_CHECKING:
-    from harness.campaign import CampaignSettings, CaseResult
+    from harness.engine.campaign import CampaignSettings, CaseResult
 
 
 class LiveReport:
@@ -116,8 +116,8 @@ def plan_resume(
     ``system``, ``seed`` and ``db_url`` are the values the user typed (None if not given);
     a value that differs from the report's is an error, never silently preferred.
     """
-    from harness import _db
-    from harness.campaign import default_cases
+    from harness.engine import _db
+    from harness.engine.campaign import default_cases
     from harness.systems import resolve
 
     report = load_report(path)

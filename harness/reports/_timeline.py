@@ -64,7 +64,7 @@ def build_timeline(
 ) -> list[dict[str, Any]]:
     """Merge trace events, provider effects and ledger audit rows into report timeline events.
 
-    ``trace_events`` are ``harness.trace.TraceEvent`` (or their JSON), on wall time.
+    ``trace_events`` are ``harness.engine.trace.TraceEvent`` (or their JSON), on wall time.
     ``effects`` are ``EffectRow``/``fake_providers.Effect`` (or their JSON); their
     ``received_at`` is on the provider's clock, put back on wall time with
     ``provider_advances``, the provider's clock moves as ``(wall_at, seconds)`` over the whole
@@ -194,7 +194,7 @@ def _trace_event(ev: Mapping[str, Any]) -> dict[str, Any]:
 
 def timeline_from_workdir(workdir: Path, slug: str) -> list[dict[str, Any]] | None:
     """Rebuild a case's timeline from ``workdir/<slug>/trace.jsonl`` and its neighbours."""
-    from harness import trace
+    from harness.engine import trace
 
     case_dir = workdir / slug
     events = trace.read(case_dir / "trace.jsonl")

@@ -1,0 +1,74 @@
+"""The lines every command prints alike: a verdict's mark, the ``[N/M]`` column, coverage
+gaps, a kept work dir, a byte count.
+
+Shared by the command modules and the ``crash-harness`` group itself, so none of them
+imports another for a helper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.cli import _style
+
+__all__ = ["MARKS", "counted", "echo_gaps", "echo_kept", "format_bytes", "mark_of"]
+
+#: the mark a case's verdict gets on its progress line
+MARKS = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? ", "gap": "GAP ", "flaky": "FLKY"}
+
+
+def mark_of(verdict: str) -> str:
+    """A verdict's mark, coloured when colour is on (the padding stays outside the colour,
+    so a coloured line and a plain one line up alike)."""
+    mark = MARKS[verdict]
+    word = mark.rstrip()
+    return _style.verdict(word, verdict) + mark[len(word) :]
+
+
+def counted(counter: str) -> str:
+    """The ``[N/M]`` column after a case's duration (nothing when the total is unknown)."""
+    return f"  {counter}" if counter else ""
+
+
+def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
+    """Name every planned step that did not land (a coverage gap is never a pass)."""
+    if not gaps:
+        return
+    click.echo(f"coverage gap: {len(gaps)} planned step(s) did not land:")
+    for line in gaps[:shown]:
+        click.echo(f"  - {line}")
+    if len(gaps) > shown:
+        click.echo(f"  ... and {len(gaps) - shown} more (see the report)")
+
+
+def echo_kept(workdir: Path, *, err: bool = False) -> None:
+    """Keep a run's work dir, say where it is, and remove the kept dirs of this project's
+    finished runs beyond the newest few, and other projects' past a week (saying how many):
+    failing runs must not fill the scratch tmpfs, nor take someone else's evidence."""
+    from harness.engine import _scratch
+
+    removed = _scratch.keep_and_prune(workdir)
+    click.echo(f"work dir kept: {workdir}", err=err)
+    if removed:
+        freed = sum(r.bytes for r in removed)
+        click.echo(
+            f"removed {len(removed)} older kept work dir(s) ({format_bytes(freed)}): this"
+            f" project's newest {_scratch.kept_limit()} stay ({_scratch.KEEP_ENV}), other"
+            f" projects' for {_scratch.KEPT_MAX_AGE_DAYS} days;"
+            " `crash-harness clean --kept` removes them all",
+            err=err,
+        )
+
+
+def format_bytes(count: int) -> str:
+    """A byte count as a person reads it (``clean`` and the kept-dir line say what they freed)."""
+    if count < 1024:
+        return f"{count} bytes"
+    size = count / 1024
+    for unit in ("KB", "MB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"

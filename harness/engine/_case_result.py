@@ -1,0 +1,109 @@
+"""What one case came to: its verdict, the checks, the workers, the planned steps' landings.
+
+Its own module so that what runs cases (``campaign``, ``parallel``'s jobs) and what reads
+their results (reports, the command line) share the type without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.engine._case import StepRecord
+from harness.engine.schedule import CaseSpec
+from harness.engine.supervisor import WorkerOutcome
+from harness.invariants import CheckResult, Status
+
+__all__ = ["RACE_MEASURED", "CaseResult"]
+
+#: a racing case's fields that the race decided (who claimed what and in which order, so how
+#: often each boundary was reached, how many attempts were made and which of the workload's
+#: own "N-th send" faults met which send): measurements of that run, not the seed's content.
+#: Dotted paths, ``*`` for every key; each invariant's status stays content.
+RACE_MEASURED = (
+    "boundaries_reached",
+    "timeline",
+    "effects.by_outcome",
+    "invariants.*.summary",
+    "invariants.*.evidence",
+)
+
+
+@dataclass
+class CaseResult:
+    spec: CaseSpec
+    verdict: Status
+    invariants: dict[str, CheckResult]
+    workers: list[WorkerOutcome]
+    intended: int
+    accepted: int
+    reached: dict[str, int]
+    crash_fired: bool
+    notes: list[str]
+    duration_s: float
+    replay: str
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: worker -> boundary -> hits, for planning a sweep of a recovery
+    hits_by_worker: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: a flaky case's runs of the same schedule, in order (this result is the first failing
+    #: one, whose evidence it shows); empty for a case run once
+    runs: list[CaseResult] = field(default_factory=list)
+    #: what became of each planned step (landed, not reached, ...), in order
+    step_records: list[StepRecord] = field(default_factory=list)
+    #: the case's SQLite ledger file when ``--db`` named one (another run may share it, so
+    #: this run's ledgers can carry a name of their own: ``_db.SqliteClaim``)
+    ledger: str | None = None
+    #: why nothing in this case can be decided, whatever its invariants say (its provider
+    #: died under it, or was gone before it could run); None for a case judged as usual
+    undecided_because: str | None = None
+
+    @property
+    def all_landed(self) -> bool:
+        """Every planned step happened (a baseline has none to miss)."""
+        return len(self.step_records) == len(self.spec.steps) and all(
+            r.landed for r in self.step_records
+        )
+
+    @property
+    def not_landed(self) -> list[StepRecord]:
+        return [r for r in self.step_records if not r.landed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.spec.id,
+            "fault": self.spec.fault,
+            "boundary": self.spec.boundary,
+            "hit": self.spec.hit,
+            "verdict": self.verdict.value,
+            "invariants": {k: v.to_json() for k, v in self.invariants.items()},
+            "effects": {"intended": self.intended, "accepted": self.accepted},
+            "replay": self.replay,
+            "steps": [str(s) for s in self.spec.steps],
+            "landings": [r.to_json() for r in self.step_records],
+            "crash_fired": self.crash_fired,
+            "boundaries_reached": self.reached,
+            "workers": [w.to_json() for w in self.workers],
+            "notes": self.notes,
+            "duration_s": round(self.duration_s, 3),
+            **({"runs": [r.run_json() for r in self.runs]} if self.runs else {}),
+            **({"ledger": self.ledger} if self.ledger else {}),
+            **(
+                {"undecided_because": self.undecided_because}
+                if self.undecided_because is not None
+                else {}
+            ),
+            **({"measured": list(RACE_MEASURED)} if self.spec.races else {}),
+        }
+
+    def run_json(self) -> dict[str, Any]:
+        """One run of a schedule run more than once (a flaky case lists each)."""
+        return {
+            "verdict": self.verdict.value,
+            "invariants_failed": sorted(
+                n for n, r in self.invariants.items() if r.status is Status.FAIL
+            ),
+            "crash_fired": self.crash_fired,
+            "workers": [w.to_json() for w in self.workers],
+            "notes": self.notes,
+            "duration_s": round(self.duration_s, 3),
+        }

@@ -1,0 +1,64 @@
+"""The plan a campaign runs, and the check that refuses a bad one before anything runs.
+
+``default_cases`` is certify's plan (a baseline, then a crash at the first hit of every
+boundary the system declares); ``validate_cases`` refuses a step naming a fault, boundary or
+``:ARG`` that does not exist, never a silent no-op. Scenario files, reports and campaigns all
+ask this module, so none of them imports the campaign for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.engine.schedule import CaseSpec, Step
+from harness.errors import BadInputError, UnknownBoundaryError
+from harness.faults import FAULTS, FaultSpec
+from harness.faults._args import ArgError
+
+if TYPE_CHECKING:
+    from harness.systems import System
+
+__all__ = ["default_cases", "validate_cases"]
+
+
+def default_cases(system: System) -> list[CaseSpec]:
+    return [CaseSpec()] + [CaseSpec("crash", b, 1) for b in system.boundaries]
+
+
+def validate_cases(system: System, cases: list[CaseSpec]) -> None:
+    """Refuse a plan naming a fault or boundary that does not exist: never a silent no-op."""
+    for case in cases:
+        for step in case.steps:
+            spec = FAULTS.get(step.fault)
+            if spec is None:
+                raise BadInputError(
+                    f"case {case.id!r}: unknown fault {step.fault!r}; known faults: "
+                    f"{', '.join(sorted(FAULTS))} (a step is FAULT[@BOUNDARY#HIT][:ARG], "
+                    "e.g. crash@BOUNDARY#HIT)"
+                )
+            if spec.needs_boundary and step.boundary is None:
+                raise BadInputError(
+                    f"case {case.id!r}: {step.fault} needs a place: {step.fault}@BOUNDARY#HIT"
+                )
+            if not spec.needs_boundary and step.boundary is not None:
+                raise BadInputError(f"case {case.id!r}: {step.fault} takes no @BOUNDARY#HIT")
+            if step.boundary is not None and step.boundary not in system.boundaries:
+                raise UnknownBoundaryError(step.boundary, system.boundaries)
+            if step.arg is not None:
+                _check_arg(case, step, spec)
+
+
+def _check_arg(case: CaseSpec, step: Step, spec: FaultSpec) -> None:
+    """A step's ``:ARG`` means what its fault says, or the plan is refused before it runs."""
+    assert step.arg is not None
+    if spec.check_arg is None:
+        raise BadInputError(
+            f"case {case.id!r}: step {step}: expected no :ARG ({step.fault} takes none),"
+            f" found {step.arg!r}"
+        )
+    try:
+        spec.check_arg(step.arg)
+    except ArgError as exc:
+        raise BadInputError(
+            f"case {case.id!r}: step {step}: expected {exc.expected}, found {exc.found!r}"
+        ) from None

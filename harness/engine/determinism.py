@@ -1,0 +1,183 @@
+"""The determinism check: rerun a sample of passing cases with the same seed and compare.
+
+A harness whose verdicts depend on scheduling luck cannot gate CI. The shared clock jumps
+instead of sleeping and every choice comes from the seed, so a rerun must agree; the report
+carries the sample so a reader can see that it did (and which case did not, if any).
+
+Agreeing is more than the same verdict: a replay that lands a fault on another recipient is
+not the same case. What two runs of one seed must share is a report's *content*
+(``content``): the report with its *measurements* set aside, the readings this machine and
+this run decided, never the seed. They are declared here, in one place, and listed in
+reports/README.md ("What two runs of one seed share"):
+
+- the clock and how long things took (``TIMESTAMPS``, ``DURATIONS``), pids, the work dir,
+  and what a worker printed (its stderr tail, a stack dump: ``MACHINE``);
+- what a race decided: a case whose workers run side by side lists those fields in its own
+  ``measured`` (``_case_result.RACE_MEASURED``: how often each boundary was reached, the
+  timeline, the provider's outcomes and each invariant's summary and evidence, never its
+  status), and the sums over cases that count hits (a coverage entry's ``hits_reached``,
+  explore's ``schedules_reaching``) are then measurements too;
+- what a wall-clock watchdog saw (the reference flags a delivery left due for
+  ``liveness_grace_s`` of *wall* time, so a slow machine sees more): the ``liveness``
+  invariant's summary and evidence (its status stays content), the audit log's length, and
+  the timeline's ``overdue`` events.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from harness.engine.campaign import Campaign, CaseResult
+from harness.invariants import Status
+
+#: keys whose values are the machine's clock (absolute, or seconds into the case)
+TIMESTAMPS = frozenset({"started_at", "ended_at", "finished_at", "flagged_at", "t"})
+#: keys whose values are how long something took on this machine
+DURATIONS = frozenset(
+    {"duration_s", "detection_s", "waited_s", "max_detection_s", "schedules_per_second"}
+)
+#: keys whose values the operating system or the run's temp dir chose, or a worker printed
+#: (a log line's own timestamp, a stack's addresses)
+MACHINE = frozenset({"pid", "workdir", "stderr_tail", "stack_dump"})
+#: sums over cases that count boundary hits (report section, key): measured once any case
+#: raced
+HIT_SUMS = (("coverage", "hits_reached"), ("explore", "schedules_reaching"))
+
+
+def _text(value: str) -> str:
+    """A sentence with its pids and durations replaced: the rest of it is content."""
+    value = re.sub(r"pid \d+", "pid N", value)
+    return re.sub(r"(?<![:\w.])\d+(\.\d+)?s\b", "Ns", value)  # not a size: provider_slow:1.5s
+
+
+def _set_paths(value: Any, path: list[str]) -> Any:
+    """``value`` with what ``path`` names (dotted, ``*`` for every key) set aside."""
+    if not isinstance(value, dict):
+        return value
+    head, rest = path[0], path[1:]
+    out = dict(value)
+    for k in out if head == "*" else [head] if head in out else []:
+        out[k] = _set_paths(out[k], rest) if rest else f"<measured: {k}>"
+    return out
+
+
+def _case_seqs(timeline: list[Any]) -> list[Any]:
+    """Provider records numbered from the case's first: the provider's ``seq`` counts every
+    record it logged before, an earlier case's race included, so only its offset within the
+    case is content."""
+    seqs = [
+        e["detail"]["seq"]
+        for e in timeline
+        if isinstance(e, dict) and isinstance(e.get("detail"), dict) and "seq" in e["detail"]
+    ]
+    if not seqs:
+        return timeline
+    base = min(seqs) - 1
+
+    def renumber(event: Any) -> Any:
+        detail = event.get("detail") if isinstance(event, dict) else None
+        if not isinstance(detail, dict) or "seq" not in detail:
+            return event
+        keys = ("seq", "repeats")
+        moved = {k: v - base for k, v in detail.items() if k in keys and isinstance(v, int)}
+        return {**event, "detail": {**detail, **moved}}
+
+    return [renumber(e) for e in timeline]
+
+
+def _aside(value: Any, key: str = "") -> Any:
+    if key in TIMESTAMPS:
+        return "<time>"
+    if key in DURATIONS:
+        return "<duration>"
+    if key in MACHINE:
+        return f"<{key}>"
+    if key == "liveness" and isinstance(value, dict) and "status" in value:
+        return {**value, "summary": "<watchdog>", "evidence": "<watchdog>"}
+    if key == "audit_events":
+        return "<count, watchdog flags included>"
+    if isinstance(value, dict):
+        measured = list(value.get("measured") or ())
+        if "timeline" in value and "timeline" not in measured:
+            timeline = [e for e in value["timeline"] if "overdue" not in str(e.get("label"))]
+            value = {**value, "timeline": _case_seqs(timeline)}
+        for path in measured:
+            value = _set_paths(value, str(path).split("."))
+        return {k: _aside(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_aside(v) for v in value]
+    if isinstance(value, str) and not value.startswith("<measured: "):
+        return _text(value)
+    return value
+
+
+def content(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` (a report.json, or one case of it) with every measurement set aside: what
+    two runs of one seed must write alike, key order included."""
+    result: dict[str, Any] = _aside(report)
+    if any(isinstance(c, dict) and c.get("measured") for c in report.get("cases") or ()):
+        for section, key in HIT_SUMS:
+            part = result.get(section)
+            for entry in part if isinstance(part, list) else [part]:
+                if isinstance(entry, dict) and key in entry:
+                    entry[key] = "<hits, a race's included>"
+    return result
+
+
+def first_difference(a: Any, b: Any, where: str = "report") -> str | None:
+    """Where two contents first differ (a dotted path, key order included), and how; None
+    when they are equal. What a failed comparison prints, so it names the field."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return f"{where}: keys {list(a)} != {list(b)}"
+        found = (first_difference(a[k], b[k], f"{where}.{k}") for k in a)
+        return next((f for f in found if f), None)
+    if isinstance(a, list) and isinstance(b, list):
+        pairs = enumerate(zip(a, b, strict=False))
+        found = (first_difference(x, y, f"{where}[{i}]") for i, (x, y) in pairs)
+        first = next((f for f in found if f), None)
+        if first is None and len(a) != len(b):
+            return f"{where}: {len(a)} items != {len(b)}"
+        return first
+    return None if a == b else f"{where}: {a!r:.200} != {b!r:.200}"
+
+
+def _signature(result: CaseResult) -> dict[str, str]:
+    return {name: check.status.value for name, check in result.invariants.items()}
+
+
+def _landing_difference(first: CaseResult, again: CaseResult) -> str | None:
+    """Where the rerun's landings depart from the first run's: the same step landing on
+    another recipient (or not at all) is another case, whatever the verdict says. The rest of
+    a case's content is compared by ``content`` in the project's own tests; a third-party
+    worker's logs and restarts are too much its own to gate every ``run`` on."""
+    a, b = (content(r.to_json()).get("landings") for r in (first, again))
+    return first_difference(a, b, where=f"case {first.spec.id}: landings")
+
+
+def rerun_sample(
+    campaign: Campaign, results: list[CaseResult], *, size: int, seed: int
+) -> list[dict[str, Any]]:
+    """Rerun up to ``size`` passing cases (chosen from ``seed``); one record per rerun. It
+    agrees when the verdicts, every invariant's status and the landings are the same;
+    ``differs`` names the first landing field that was not."""
+    passing = [r for r in results if r.verdict is Status.PASS]
+    chosen = random.Random(seed).sample(passing, k=min(size, len(passing)))
+    sample = []
+    for first in chosen:
+        again = campaign.run(first.spec, slug_prefix="determinism")
+        differs = _landing_difference(first, again)
+        same_verdict = first.verdict is again.verdict and _signature(first) == _signature(again)
+        record: dict[str, Any] = {
+            "case": first.spec.id,
+            "first": first.verdict.value,
+            "rerun": again.verdict.value,
+            "agree": same_verdict and differs is None,
+            "accepted": [first.accepted, again.accepted],
+        }
+        if differs is not None:
+            record["differs"] = differs
+        sample.append(record)
+    return sample
