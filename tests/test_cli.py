@@ -62,8 +62,8 @@ def test_version_and_help_import_no_command_module() -> None:
         "        main(args)\n"
         "    except SystemExit:\n"
         "        pass\n"
-        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'fake_providers', 'harness.engine.campaign',"
-        " 'harness.cli.scenario', 'matplotlib')\n"
+        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'fake_providers',"
+        " 'harness.engine.campaign', 'harness.cli.scenario', 'matplotlib')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )
     proc = subprocess.run(

@@ -106,7 +106,8 @@ def test_a_subcommand_version_imports_no_engine() -> None:
         "    main(['certify', '--version'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'fake_providers', 'harness.engine.campaign')\n"
+        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'fake_providers',"
+        " 'harness.engine.campaign')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )
     proc = subprocess.run(

@@ -147,8 +147,8 @@ def test_completing_imports_no_engine() -> None:
         "    main(prog_name='crash-harness')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'harness.engine.campaign', 'harness.faults',"
-        " 'harness.mutants')\n"
+        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'harness.engine.campaign',"
+        " 'harness.faults', 'harness.mutants')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )
     proc = subprocess.run(

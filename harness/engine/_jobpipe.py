@@ -1,9 +1,9 @@
 """Results from forked jobs to their parent: length-prefixed pickles over a pipe.
 
-Parallel cases (``harness.engine.parallel``) and side-by-side explore searches (``harness.engine.explore``)
-both stream each result as soon as it is judged. The parent runs work of its own and reads
-whatever has arrived between its cases, so the pipe is made large enough that a job rarely
-waits on it.
+Parallel cases (``harness.engine.parallel``) and side-by-side explore searches
+(``harness.engine.explore``) both stream each result as soon as it is judged. The parent
+runs work of its own and reads whatever has arrived between its cases, so the pipe is made
+large enough that a job rarely waits on it.
 """
 
 from __future__ import annotations
