@@ -1,18 +1,28 @@
 """crash-harness: prove that a crash and restart never sends a message twice or loses one.
 
-What lives where:
+What lives where (the rooms; ``tests/test_architecture.py`` keeps them):
 
-- ``harness.boundary`` (from ``_boundary``): the one call a worker adds to its own code.
-  Importing ``harness`` imports nothing heavy, so production code can keep the calls.
-- ``harness.simple_system``, ``jobs``, ``Job``, ``LedgerAdapter``, ``WorkerConfig``,
-  ``System``: plugging in your own worker (``docs/own-worker.md``); loaded on first use.
-- ``harness.names``: canonical boundary, state and invariant names.
-- ``harness.errors``: the error tree and exit statuses.
-- ``harness.engine.supervisor``: forks, arms, kills and reaps worker processes.
-- ``harness.reference``: the ledger and worker that do it right; ``harness.mutants``: the
-  catalogue of broken workers the harness must catch.
-- ``harness.invariants``: one checker module per invariant.
-- ``harness.engine.campaign`` and ``harness.report``: run cases, write reports; ``harness.cli``.
+- The public face, the modules directly in ``harness/``: what a user's system imports.
+  ``harness.boundary`` and ``note`` (the one call a worker adds to its own code; importing
+  ``harness`` imports nothing heavy, so production code can keep the calls);
+  ``simple_system``, ``jobs``, ``Job``, ``LedgerAdapter``, ``WorkerConfig``, ``System``
+  (plugging in your own worker, ``docs/own-worker.md``; loaded on first use);
+  ``harness.systems`` (``System``, finding a system by ``module:attr``), ``usersystem``,
+  ``worker_config``, ``intake`` (the tables the harness writes; ``Roster``), ``snapshot``
+  (what ``read_ledger`` returns), ``db`` (opening the case database as the harness does),
+  ``presets`` (what a campaign knows of each provider preset), ``destinations``, ``clock``,
+  ``names`` (canonical boundary, state and invariant names), ``errors`` (the error tree and
+  exit statuses), ``report`` (writing a campaign's reports).
+- ``harness.engine``: what runs a campaign (campaign, case, supervisor, process tree,
+  schedule, sweep, explore, parallel jobs, trace store, settle, lifecycle, fake time, case
+  databases); not public. It imports no subject.
+- ``harness.cli``: the ``crash-harness`` command, one module per command.
+- ``harness.faults``, ``harness.invariants``, ``harness.reports``: one module per fault, per
+  invariant checker, per report format.
+- The subjects: ``harness.reference`` (the ledger and worker that do it right) and
+  ``harness.mutants`` (the catalogue of broken workers the harness must catch). They import
+  only the public face, as a user's system does, and the harness finds them by name
+  (``harness.systems.SUBJECTS``, ``MUTANTS``), as it finds a user's.
 """
 
 from __future__ import annotations
