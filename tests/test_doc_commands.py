@@ -227,20 +227,19 @@ BLOCKS = all_blocks()
 def _copy_repo(dest: Path) -> Path:
     """A copy of the repository (no venv, no git) with the venv linked in, as a user has it."""
     repo = dest / "repo"
-    shutil.copytree(
-        ROOT,
-        repo,
-        ignore=shutil.ignore_patterns(
-            ".venv",
-            ".git",
-            "__pycache__",
-            "*.egg-info",
-            ".mypy_cache",
-            ".ruff_cache",
-            ".pytest_cache",
-            "report.*",
-        ),
+    caches = shutil.ignore_patterns(
+        ".venv", ".git", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache"
     )
+    reports = shutil.ignore_patterns("report.*")
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        # written reports only (at the top and in reports/): harness/report.py is copied
+        skipped = set(caches(folder, names))
+        if Path(folder) in (ROOT, ROOT / "reports"):
+            skipped |= set(reports(folder, names))
+        return skipped
+
+    shutil.copytree(ROOT, repo, ignore=ignore)
     (repo / ".venv").symlink_to(ROOT / ".venv")
     return repo
 
