@@ -316,7 +316,8 @@ class CaseContext:
         }
 
     def cpu_watch(self, worker: RunningWorker) -> CpuWatch:
-        """The samples of how long ``worker``'s tree waited for CPU (``harness.engine._cpu_wait``)."""
+        """The samples of how long ``worker``'s tree waited for CPU
+        (``harness.engine._cpu_wait``)."""
         found = self._cpu.get(worker.name)
         if found is None or found.tree is not worker.tree:
             found = self._cpu[worker.name] = CpuWatch(worker.name, worker.tree, worker.started_at)
