@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--options-json", default=None, help="preset options as a JSON object")
     serve.add_argument(
+        "--identify",
+        action="append",
+        default=[],
+        metavar="FIELD=SOURCE",
+        help="where run/destination/delivery/recognizer are read from (repeatable)",
+    )
+    serve.add_argument(
         "--secrets-fd",
         type=int,
         default=None,
@@ -74,6 +81,8 @@ def _options(args: argparse.Namespace) -> dict[str, object]:
         options[name] = value
     if args.window_s is not None:
         options["window_s"] = args.window_s
+    if args.identify:
+        options["identify"] = list(args.identify)
     return options
 
 
