@@ -195,7 +195,8 @@ class EffectLog:
             if version in (1, 2, 3):
                 # Versions 1 to 3 did not keep the request as received (the browse page).
                 self._conn.execute("ALTER TABLE effects ADD COLUMN request BLOB")
-            if version in (1, 2, 3, 4):
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(effects)")}
+            if "reason" not in columns:
                 # Versions 1 to 4 did not say why a request was refused or left unattributed.
                 self._conn.execute("ALTER TABLE effects ADD COLUMN reason TEXT")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
