@@ -915,7 +915,7 @@ class ProviderApp:
         page = _browse.render_page(
             preset=self.spec.name,
             models=self.spec.models,
-            options=self.options,
+            options={**self.options, "identify": getattr(self.preset, "identify", None)},
             current_epoch=current,
             shown_epoch=shown,
             records=self.log.everything(epoch=shown),

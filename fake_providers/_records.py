@@ -103,6 +103,8 @@ class Effect:
             f"key={self.idempotency_key!r}",
             f"id={self.provider_message_id!r}",
         ]
+        if self.reason is not None:
+            parts.append(f"reason={self.reason!r}")
         if self.fault is not None:
             parts.append(f"fault={self.fault}")
         return " ".join(parts)
