@@ -99,6 +99,7 @@ def serve(args: argparse.Namespace) -> int:
     """Bind, announce readiness on stdout, serve until a stop signal, close the log."""
     check_host(args.host, allow_non_loopback=args.allow_non_loopback)
     options = _options(args)
+    PRESETS[args.preset].resolve(options)  # bad options: one line before anything else
     secrets = load_secrets(secrets_fd=args.secrets_fd)
     invented: list[str] = []
     if secrets.invented_credentials:

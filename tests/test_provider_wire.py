@@ -223,7 +223,8 @@ def test_slack_post_message_json_and_form_each_make_a_message(chat: ProviderProc
         timeout=5,
     )
     assert as_json.status_code == as_form.status_code == 200
-    assert as_json.json()["ok"] is True and as_form.json()["ok"] is True
+    assert as_json.json()["ok"] is True
+    assert as_form.json()["ok"] is True
     assert as_json.json()["ts"] != as_form.json()["ts"]
     # No idempotency: the same message twice is two messages in the channel.
     effects = chat.admin.assert_effects(2, destination="C1234567890")
