@@ -28,6 +28,7 @@ from harness import credentials as credentials_mod
 from harness import trace as trace_store
 from harness._case import ANOMALIES, CaseContext, Landing, StepRecord
 from harness._lifeline import LifelineCut
+from harness._provider_reasons import reason_notes
 from harness.clock import SharedClock, start_for_seed
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS, FaultSpec
@@ -645,6 +646,8 @@ def run_case(
             _provider_watch.abandon(ctx, case, lost)
         else:
             _check_epoch(ctx, provider, epoch)
+            with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
+                ctx.notes.extend(reason_notes(provider.admin.effects(epoch=epoch)))
         ctx.tear_down()
         policy = Policy(
             key_window_s=base_config.key_window_s,
