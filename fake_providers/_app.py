@@ -312,6 +312,11 @@ class MessagePreset(Preset):
         seen.text = self.text_of(seen)
         return seen
 
+    def redact(self, request: Request, raw: bytes) -> bytes:
+        """The request as it may be kept in the log (and shown on the browse page): a wire
+        that carries a secret in the body (Slack's ``token`` field) blanks it here."""
+        return raw
+
     def text_of(self, seen: Seen) -> str:
         """The message text: the first ``text_fields`` string in the body, else the body."""
         fields = seen.json if isinstance(seen.json, dict) else seen.form
@@ -738,7 +743,7 @@ class ProviderApp:
             delivery_id=found.values["delivery"],
             recognizer=found.values["recognizer"] or find_recognizer(seen.text),
             reason=found.unattributed(preset.needs_attribution()),
-            sent=raw,
+            sent=None if raw is None else preset.redact(request, raw),
         )
         credential = preset.authenticate(request, raw or b"")
         asked = request_epoch(request)

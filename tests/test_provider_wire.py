@@ -231,6 +231,29 @@ def test_slack_post_message_json_and_form_each_make_a_message(chat: ProviderProc
     assert all((e.reason or "").startswith("unattributed: run rule") for e in effects)
 
 
+def test_a_slack_token_sent_as_a_form_field_is_never_kept_in_the_log(
+    chat: ProviderProcess, log: Path
+) -> None:
+    """The docs promise a secret is never logged nor shown: Slack's ``token`` field (and a
+    Discord webhook token in the URL) is a secret the request itself carries."""
+    sent = requests.post(
+        f"{chat.url}/api/chat.postMessage",
+        data={"token": chat.secret(), "channel": "C1", "text": "hi"},
+        timeout=5,
+    )
+    assert sent.json()["ok"] is True
+    requests.post(f"{chat.url}/api/webhooks/9/{chat.secret()}", json={"content": "hi"}, timeout=5)
+    page = requests.get(
+        f"{chat.url}/_browse", headers={"X-Admin-Token": chat.admin_token}, timeout=5
+    ).text
+    assert "token=%3Credacted%3E" in page or "token=&lt;redacted&gt;" in page
+    chat.stop()
+    for path in (log, Path(f"{log}-wal")):
+        if path.exists():
+            assert chat.secret().encode() not in path.read_bytes()
+    assert chat.secret() not in page
+
+
 def test_slack_errors_are_http_200_ok_false_with_the_reason(chat: ProviderProcess) -> None:
     url = f"{chat.url}/api/chat.postMessage"
     no_channel = requests.post(url, json={"text": "x"}, headers=chat.auth_headers(), timeout=5)

@@ -90,6 +90,11 @@ class Webhook(MessagePreset):
             Route("/<path:endpoint>", ("POST",), self.core.handle_message),
         ]
 
+    def validate(self, incoming: Incoming) -> tuple[int, str, str] | None:
+        if incoming.request.path.startswith("/_admin/"):
+            return 404, "not found", f"{incoming.request.path} is no admin endpoint"
+        return None
+
     def body_error(self, seen: Seen) -> str | None:
         """Any JSON value is a payload (the spec: "the payload ... JSON"), not only objects."""
         return None if seen.json_error is None else f"body must be JSON: {seen.json_error}"
