@@ -214,3 +214,39 @@ def test_crash_harness_providers_serve_refuses_a_bad_rule_in_one_line_exit_2() -
         result.output
     )
     assert "Traceback" not in result.output
+
+
+def test_a_scenario_sets_the_rule_in_its_provider_options_and_a_bad_one_is_one_line(
+    tmp_path: Path,
+) -> None:
+    base = Path(__file__).resolve().parent.parent / "scenarios" / "boundary-before-retry.toml"
+    text = base.read_text()
+    assert "\n[provider]\n" in text
+    good = text.replace(
+        "\n[provider]\n",
+        '\n[provider]\noptions = { identify = { delivery = "json:/delivery_id" } }\n',
+    )
+    (tmp_path / "good.toml").write_text(good)
+    (tmp_path / "bad.toml").write_text(good.replace("json:/delivery_id", "jsn:/x"))
+    cli = Path(sys.executable).parent / "crash-harness"
+    ok = subprocess.run(
+        [str(cli), "scenarios", "check", str(tmp_path / "good.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    bad = subprocess.run(
+        [str(cli), "scenarios", "check", str(tmp_path / "bad.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert bad.returncode == 2
+    [line] = bad.stderr.strip().splitlines()
+    assert line.endswith(
+        "[provider.options] identify.delivery: identify source 'jsn:/x': expected KIND:ARG"
+        " with KIND one of json, form, header, query, path, envelope, regex, literal"
+    )
