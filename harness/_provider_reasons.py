@@ -24,7 +24,11 @@ SHOWN: Final = 3
 def reason_notes(effects: list[Effect]) -> list[str]:
     """One note per distinct (outcome, status, reason), most frequent first."""
     counted = Counter(
-        (e.outcome if not e.unattributed else "accepted, unattributed", e.status_code, e.reason)
+        (
+            e.outcome if not e.unattributed else f"{_said(e.outcome)}, unattributed",
+            e.status_code,
+            e.reason,
+        )
         for e in effects
         if e.reason is not None and (e.outcome in REFUSALS or e.unattributed)
     )
@@ -35,3 +39,7 @@ def reason_notes(effects: list[Effect]) -> list[str]:
     if len(counted) > SHOWN:
         notes.append(f"provider: {len(counted) - SHOWN} more reason(s) in the effect log")
     return notes
+
+
+def _said(outcome: str) -> str:
+    return "accepted" if outcome in ("fresh", "expired_then_accepted") else outcome

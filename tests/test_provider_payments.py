@@ -86,7 +86,8 @@ def test_same_key_other_parameters_is_rejected_and_original_kept(
     # The near miss names the rule and the parameter that differed, first and now.
     assert mismatch.json()["reason"] == (
         "idempotency_error: key 'k1' was first used with other parameters (rule: same key,"
-        " same endpoint and parameters); differs in: body (first 'paid [ref ch-0123456789ab]', now 'other text')"
+        " same endpoint and parameters); differs in: body"
+        " (first 'paid [ref ch-0123456789ab]', now 'other text')"
     )
     [rejected] = provider.admin.assert_records(1, outcome="rejected")
     assert rejected.reason == mismatch.json()["reason"]
