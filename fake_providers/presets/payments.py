@@ -31,8 +31,10 @@ Follows Stripe's documented idempotent requests (https://docs.stripe.com/api/ide
   harness's ``POST /v1/messages``. The endpoint is part of the parameters compared for a
   reused key (Stripe: a key "re-used on a request that does not match the first request's
   API endpoint and parameters" is an ``idempotency_error``). On Stripe routes errors take
-  Stripe's shape ``{"error": {"type", "message"}}``; the message names the parameters that
-  differ from the first request. The destination is read from ``destination``, then
+  Stripe's shape ``{"error": {"type", "message"}}``, and a reused key is answered 400 with
+  Stripe's own message, as stripe/stripe-ruby#503 quotes it (``mismatch_status`` governs
+  ``/v1/messages`` only); the ``reason`` names the parameters that differ from the first
+  request. The destination is read from ``destination``, then
   ``customer``, then ``transfer_data[destination]``; run and delivery from the harness
   fields or ``metadata[run_id]``/``metadata[delivery_id]`` (see ``Identify``).
 - ``require_key`` (default on) refuses a request without a key (400); Stripe itself accepts
@@ -131,12 +133,20 @@ class Payments(MessagePreset):
                     f" {_differences(first, incoming)}"
                 )
                 error: Any = "idempotency key reused with different parameters"
+                status = self.options["mismatch_status"]
                 if _stripe_route(incoming.request):
-                    error = {"type": "idempotency_error", "message": reason}
+                    # Stripe answers 400 with this message (stripe/stripe-ruby#503).
+                    status = 400
+                    error = {
+                        "type": "idempotency_error",
+                        "message": "Keys for idempotent requests can only be used with the same"
+                        " parameters they were first used with. Try using a key other than"
+                        f" {incoming.key!r} if you meant to execute a different request.",
+                    }
                 return core.record(
                     attempt,
                     outcome="rejected",
-                    status=self.options["mismatch_status"],
+                    status=status,
                     payload={"error": error, "reason": reason},
                     headers=echo,
                     fault=incoming.fault_name,
