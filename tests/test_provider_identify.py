@@ -159,6 +159,7 @@ def test_process_start_takes_a_rule_and_refuses_a_bad_one(tmp_path: Path) -> Non
         preset="chat",
         identify=["run=regex:run=(\\S+)", "destination=literal:C-fixed"],
     ) as provider:
+        provider.restart()  # the rule survives a restart (it travels with the options)
         info = provider.admin.info()
         response = requests.post(
             f"{provider.url}/api/chat.postMessage",
