@@ -14,6 +14,8 @@ What lives where:
 - ``_client``: ``AdminClient``, read the effect log and steer faults, epochs and the clock.
 - ``_records``: ``Effect`` (one log record) and ``FaultRule``, shared by server and client.
 - ``_errors``: ``ProviderError`` and ``ProviderStartError``.
+- ``_identify``: ``Identify``, the rule that reads run, destination and the user's own id
+  from each request (JSON pointer, header, path template, SMTP envelope, regex).
 - ``__main__``: ``python -m fake_providers serve ...``, the server process entry point.
 - ``_cli``: ``crash-harness providers serve|list``, the same for a human at a terminal.
 - ``_runner``: run one provider in this process (secrets, listeners, signals).
@@ -25,8 +27,9 @@ What lives where:
 - ``_credentials``: credential parsing, env var names, constant-time secret checks.
 """
 
-from fake_providers._client import AdminClient
+from fake_providers._client import AdminClient, reason_of
 from fake_providers._errors import ProviderError, ProviderStartError
+from fake_providers._identify import Identify
 from fake_providers._process import ProviderProcess
 from fake_providers._records import Effect, FaultRule
 
@@ -34,7 +37,9 @@ __all__ = [
     "AdminClient",
     "Effect",
     "FaultRule",
+    "Identify",
     "ProviderError",
     "ProviderProcess",
     "ProviderStartError",
+    "reason_of",
 ]

@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--options-json", default=None, help="preset options as a JSON object")
     serve.add_argument(
+        "--identify",
+        action="append",
+        default=[],
+        metavar="FIELD=SOURCE",
+        help="where run/destination/delivery/recognizer are read from (repeatable)",
+    )
+    serve.add_argument(
         "--secrets-fd",
         type=int,
         default=None,
@@ -74,6 +81,8 @@ def _options(args: argparse.Namespace) -> dict[str, object]:
         options[name] = value
     if args.window_s is not None:
         options["window_s"] = args.window_s
+    if args.identify:
+        options["identify"] = list(args.identify)
     return options
 
 
@@ -90,6 +99,7 @@ def serve(args: argparse.Namespace) -> int:
     """Bind, announce readiness on stdout, serve until a stop signal, close the log."""
     check_host(args.host, allow_non_loopback=args.allow_non_loopback)
     options = _options(args)
+    PRESETS[args.preset].resolve(options)  # bad options: one line before anything else
     secrets = load_secrets(secrets_fd=args.secrets_fd)
     invented: list[str] = []
     if secrets.invented_credentials:

@@ -50,7 +50,8 @@ from fake_providers._clock import FileClock
 from fake_providers._credentials import Credential, find_credential, token_matches
 from fake_providers._effect_log import FILTER_COLUMNS, EffectLog
 from fake_providers._errors import ProviderError
-from fake_providers._options import Option, resolve_options
+from fake_providers._identify import Identified, Identify, Seen
+from fake_providers._options import IDENTIFY_OPTION, Option, option_json, resolve_options
 from fake_providers._records import FaultRule
 
 MESSAGE_FIELDS: Final = ("destination", "run_id", "delivery_id", "body", "recognizer")
@@ -104,6 +105,8 @@ class Attempt:
     idempotency_key: str | None = None
     payload_hash: str | None = None
     recognizer: str | None = None
+    #: why it was refused or failed, or ``unattributed: ...`` (its identity was not read)
+    reason: str | None = None
     #: the request exactly as received (HTTP body, SMTP DATA): kept in the log for the browse
     #: page, never listed by ``/_admin/in_flight`` or ``/_admin/drain``
     sent: bytes | None = field(default=None, repr=False)
@@ -131,6 +134,10 @@ class Incoming:
     credential: Credential
     request: Request
     fault: FaultRule | None = None
+    #: the request as the identification rules saw it
+    seen: Seen = field(default_factory=Seen)
+    #: the message text (a chat message, a queue body, a webhook's payload)
+    text: str = ""
 
     @property
     def fault_name(self) -> str | None:
@@ -145,8 +152,8 @@ class Incoming:
 
     @property
     def destination(self) -> str:
-        """The validated destination."""
-        return str(self.body["destination"])
+        """The destination the identification rule read ("" if it found none)."""
+        return self.attempt.destination or ""
 
 
 @dataclass
@@ -190,7 +197,7 @@ def raw_json(status: int, body: str, headers: Mapping[str, str] | None = None) -
     return Response(body, status=status, headers=dict(headers or {}), mimetype="application/json")
 
 
-def payload_hash(body: Mapping[str, Any] | bytes) -> str:
+def payload_hash(body: Any) -> str:
     """sha256 of the canonical JSON body (sorted keys, compact, UTF-8), or of raw bytes."""
     if isinstance(body, bytes):
         return hashlib.sha256(body).hexdigest()
@@ -227,26 +234,6 @@ def bearer_token(request: Request) -> str | None:
     return token.strip()
 
 
-def _parse_message(
-    raw: bytes, required: Sequence[str]
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Return (body, error payload). ``body`` is set whenever the JSON is an object."""
-    try:
-        body = json.loads(raw) if raw else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None, {"error": "body is not valid JSON"}
-    if not isinstance(body, dict):
-        return None, {"error": "body must be a JSON object"}
-    for name in MESSAGE_FIELDS:
-        if name not in body:
-            if name in required:
-                return body, {"error": f"missing field: {name}", "field": name}
-            continue
-        if not isinstance(body[name], str):
-            return body, {"error": f"field {name} must be a string", "field": name}
-    return body, None
-
-
 # -- presets ----------------------------------------------------------------------------
 
 
@@ -261,6 +248,11 @@ class Preset:
     def __init__(self, core: ProviderApp, options: Mapping[str, Any]) -> None:
         self.core = core
         self.options = dict(options)
+        given = self.options.get("identify")
+        #: the identification rule in force: the scenario's fields over the preset defaults
+        self.identify: Identify = (given if isinstance(given, Identify) else Identify()).over(
+            core.spec.identify
+        )
 
     def routes(self) -> list[Route]:
         """Worker-facing URL rules (the admin API is added by the core)."""
@@ -290,8 +282,11 @@ class MessagePreset(Preset):
 
     key_header: ClassVar[str | None] = None
     """Header carrying the dedupe key (logged as idempotency_key even when not honoured)."""
-    required_fields: ClassVar[tuple[str, ...]] = ("destination", "run_id", "delivery_id", "body")
     missing_key_error: ClassVar[str] = "missing idempotency key"
+    accepts_form: ClassVar[bool] = False
+    """True if ``application/x-www-form-urlencoded`` bodies are taken (Stripe, Slack)."""
+    text_fields: ClassVar[tuple[str, ...]] = ("body", "text", "content")
+    """Body fields holding the message text (the first string one wins)."""
 
     @property
     def key_required(self) -> bool:
@@ -305,15 +300,64 @@ class MessagePreset(Preset):
         """Lookups and surfaces."""
         return []
 
+    def seen(self, request: Request, raw: bytes) -> Seen:
+        """The request as the identification rules see it (the text: ``text_of``)."""
+        seen = Seen.make(
+            headers=request.headers.items(),
+            path=request.path,
+            query=request.args.to_dict(),
+            raw=raw,
+            content_type=request.headers.get("Content-Type", ""),
+        )
+        seen.text = self.text_of(seen)
+        return seen
+
+    def redact(self, request: Request, raw: bytes) -> bytes:
+        """The request as it may be kept in the log (and shown on the browse page): a wire
+        that carries a secret in the body (Slack's ``token`` field) blanks it here."""
+        return raw
+
+    def text_of(self, seen: Seen) -> str:
+        """The message text: the first ``text_fields`` string in the body, else the body."""
+        fields = seen.json if isinstance(seen.json, dict) else seen.form
+        for name in self.text_fields:
+            value = (fields or {}).get(name)
+            if isinstance(value, str):
+                return value
+        return seen.text
+
+    def body_error(self, seen: Seen) -> str | None:
+        """Why the body cannot be taken at all (None: it can): a JSON object, or a form."""
+        if isinstance(seen.json, dict) or (self.accepts_form and seen.form is not None):
+            return None
+        if seen.form is not None:
+            return "body must be JSON (this endpoint takes no form bodies)"
+        if seen.json_error is not None:
+            return f"body must be a JSON object: {seen.json_error}"
+        return f"body must be a JSON object, got {type(seen.json).__name__}"
+
+    def validate(self, incoming: Incoming) -> tuple[int, str, str] | None:
+        """A wire rule the request breaks, as (status, error, reason); None if it breaks none."""
+        return None
+
+    def refusal(self, request: Request, status: int, error: str, reason: str) -> tuple[int, Any]:
+        """The (status, JSON body) a refusal takes on this wire; the reason is always in it."""
+        return status, {"error": error, "reason": reason}
+
+    def needs_attribution(self) -> tuple[str, ...]:
+        """Fields a request must yield to be attributed (else logged ``unattributed: ...``)."""
+        return ("run", "destination")
+
     def key_of(self, request: Request, body: Mapping[str, Any] | None) -> str | None:
         """The dedupe key this request carries (default: the ``key_header`` header)."""
         if self.key_header is None:
             return request.headers.get("Idempotency-Key") or None
         return request.headers.get(self.key_header) or None
 
-    def authenticate(self, request: Request, raw: bytes) -> Credential | None:
-        """The credential that signed or carries this request (default: bearer token)."""
-        return self.core.bearer_credential(request)
+    def authenticate(self, request: Request, raw: bytes) -> Credential | str:
+        """The credential that signed or carries this request (default: bearer token), or
+        the reason none did."""
+        return self.core.bearer_or_reason(request)
 
     def admit(self, incoming: Incoming) -> Reply | None:
         """Under the lock, before processing: a reply to refuse the request now, or None."""
@@ -335,6 +379,13 @@ class PresetSpec:
     models: str
     options: tuple[Option, ...]
     factory: Callable[[ProviderApp, Mapping[str, Any]], Preset]
+    identify: Identify = field(default_factory=Identify)
+    """The preset's default identification rule (a scenario's rule overrides per field)."""
+
+    def __post_init__(self) -> None:
+        # Every preset takes an identification rule; the preset class holds its defaults.
+        if not any(option.name == IDENTIFY_OPTION.name for option in self.options):
+            object.__setattr__(self, "options", (*self.options, IDENTIFY_OPTION))
 
     def resolve(self, given: Mapping[str, object] | None) -> dict[str, Any]:
         """Validated options: defaults overlaid with ``given``."""
@@ -520,6 +571,19 @@ class ProviderApp:
         token = bearer_token(request)
         return None if token is None else find_credential(self.credentials, token)
 
+    def bearer_or_reason(self, request: Request) -> Credential | str:
+        """The bearer token's credential, or why there is none (never showing a secret)."""
+        header = request.headers.get("Authorization")
+        if header is None:
+            return "no Authorization header (expected: Authorization: Bearer <secret>)"
+        credential = self.bearer_credential(request)
+        if credential is not None:
+            return credential
+        if bearer_token(request) is None:
+            scheme = header.partition(" ")[0] or "(empty)"
+            return f"Authorization scheme {scheme!r} is not Bearer <secret>"
+        return "the bearer token matches no credential of this provider"
+
     def append(
         self,
         attempt: Attempt,
@@ -532,9 +596,13 @@ class ProviderApp:
         content: str | None = None,
         received_at: float | None = None,
         epoch: int | None = None,
+        reason: str | None = None,
     ) -> None:
         """Append one record for ``attempt`` to the log (committed before returning), in
-        ``epoch`` (default: the current one)."""
+        ``epoch`` (default: the current one). ``reason`` (why it was refused or failed)
+        replaces the attempt's own (``unattributed: ...``) when given."""
+        if reason is not None:
+            attempt.reason = reason
         self.log.append(
             epoch=self._epoch if epoch is None else epoch,
             received_at=self.now() if received_at is None else received_at,
@@ -561,11 +629,16 @@ class ProviderApp:
         save: bool = False,
         content: str | None = None,
         epoch: int | None = None,
+        reason: str | None = None,
     ) -> Reply:
         """Append the attempt to the log (committed), then build the JSON reply.
 
         ``save`` stores the reply in the record so a later request can replay it exactly.
+        ``reason`` says why a request was refused or failed: it goes into the record and,
+        when the payload is a JSON object without one, into the reply as ``"reason"``.
         """
+        if reason is not None and isinstance(payload, Mapping) and "reason" not in payload:
+            payload = {**payload, "reason": reason}
         body = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
         self.append(
             attempt,
@@ -576,6 +649,7 @@ class ProviderApp:
             response_body=body if save else None,
             content=content,
             epoch=epoch,
+            reason=reason,
         )
         return Reply(raw_json(status, body, headers))
 
@@ -647,53 +721,79 @@ class ProviderApp:
     # -- the shared worker pipeline for MessagePreset -----------------------------------
 
     def handle_message(self, request: Request) -> Reply:
-        """POST /v1/messages: credential (401), size (413), key and body (400), scope (403),
-        then faults and the preset's decision. Every path appends exactly one record."""
+        """A worker send on any of the preset's wire routes: credential (401), size (413),
+        key and body (400), the wire's own rules, scope (403), then faults and the preset's
+        decision. Every path appends exactly one record, and every refusal says why, in the
+        record and in the reply. Who the delivery is for is read by the preset's
+        ``Identify`` rule; a request it cannot attribute is still processed as the real
+        provider would, and its record says ``unattributed: ...``."""
         preset = self.preset
         assert isinstance(preset, MessagePreset)
         try:
             raw: bytes | None = request.get_data(cache=False)
         except RequestEntityTooLarge:
             raw = None
-        body, error = (None, None) if raw is None else _parse_message(raw, preset.required_fields)
-        attempt = Attempt(idempotency_key=preset.key_of(request, body), sent=raw)
-        if body is not None:
-            for name in ("destination", "run_id", "delivery_id", "recognizer"):
-                value = body.get(name)
-                if isinstance(value, str):
-                    setattr(attempt, name, value)
-            if attempt.recognizer is None:
-                attempt.recognizer = find_recognizer(body.get("body"))
+        seen = preset.seen(request, raw or b"")
+        found: Identified = preset.identify.read(seen)
+        fields_ = seen.json if isinstance(seen.json, dict) else seen.form
+        attempt = Attempt(
+            idempotency_key=preset.key_of(request, fields_),
+            destination=found.values["destination"],
+            run_id=found.values["run"],
+            delivery_id=found.values["delivery"],
+            recognizer=found.values["recognizer"] or find_recognizer(seen.text),
+            reason=found.unattributed(preset.needs_attribution()),
+            sent=None if raw is None else preset.redact(request, raw),
+        )
         credential = preset.authenticate(request, raw or b"")
         asked = request_epoch(request)
+
+        def refuse(outcome: str, status: int, error: str, reason: str) -> Reply:
+            code, payload = preset.refusal(request, status, error, reason)
+            return self.record(
+                attempt, outcome=outcome, status=code, payload=payload, reason=reason
+            )
+
         with self.lock:
             if asked is not None and asked != self._epoch:
                 # A worker of an epoch that is over: never counted in the current one.
+                stale = stale_payload(asked, self._epoch)
                 return self.record(
                     attempt,
                     outcome="stale_epoch",
                     status=410,
-                    payload=stale_payload(asked, self._epoch),
+                    payload=stale,
                     epoch=asked if asked < self._epoch else None,
+                    reason=stale["error"],
                 )
-            if credential is None:
-                payload: dict[str, Any] = {"error": "unauthenticated"}
-                return self.record(attempt, outcome="unauthenticated", status=401, payload=payload)
+            if isinstance(credential, str):
+                return refuse("unauthenticated", 401, "unauthenticated", credential)
             attempt.credential_id = credential.credential_id
             if raw is None:
-                payload = {"error": f"body larger than {MAX_BODY_BYTES} bytes"}
-                return self.record(attempt, outcome="rejected", status=413, payload=payload)
+                text = f"body larger than {MAX_BODY_BYTES} bytes"
+                return refuse("rejected", 413, text, text)
             if preset.key_required and attempt.idempotency_key is None:
-                payload = {"error": preset.missing_key_error}
-                return self.record(attempt, outcome="rejected", status=400, payload=payload)
-            if error is not None or body is None:
-                payload = error or {"error": "body must be a JSON object"}
-                return self.record(attempt, outcome="rejected", status=400, payload=payload)
-            attempt.payload_hash = payload_hash(body)
-            if not credential.allows(body["destination"]):
-                payload = {"error": "destination out of scope"}
-                return self.record(attempt, outcome="refused", status=403, payload=payload)
-            incoming = Incoming(attempt, body, credential, request)
+                where = f"no {preset.key_header} header" if preset.key_header else "no key"
+                return refuse("rejected", 400, preset.missing_key_error, where)
+            bad_body = preset.body_error(seen)
+            if bad_body is not None:
+                return refuse("rejected", 400, bad_body, bad_body)
+            body: dict[str, Any] = dict(fields_ or {})
+            hashed: Any = seen.json if seen.json is not None else body
+            if request.path not in ("/v1/messages", "/"):
+                hashed = {"endpoint": request.path, "params": hashed}
+            attempt.payload_hash = payload_hash(hashed)
+            incoming = Incoming(attempt, body, credential, request, seen=seen, text=seen.text)
+            broken = preset.validate(incoming)
+            if broken is not None:
+                return refuse("rejected", *broken)
+            if not credential.allows(incoming.destination):
+                globs = ", ".join(credential.scope)
+                said = repr(incoming.destination) if attempt.destination else "no destination"
+                if attempt.destination is None:
+                    said += f" ({found.misses.get('destination', 'no rule')})"
+                reason = f"destination out of scope: {said} is outside {globs}"
+                return refuse("refused", 403, "destination out of scope", reason)
             fault = self.pick_fault([attempt.match_values()])
             if fault is not None and fault.fault == "status":
                 return self._status_fault(incoming, fault)
@@ -715,13 +815,15 @@ class ProviderApp:
                     # Its epoch ended while it was held (the drain gave up): refuse it in its
                     # own epoch; deciding it now would count it in the next case.
                     preset.release(incoming)
+                    stale = stale_payload(admitted_in, self._epoch)
                     return self.record(
                         attempt,
                         outcome="stale_epoch",
                         status=410,
-                        payload=stale_payload(admitted_in, self._epoch),
+                        payload=stale,
                         fault=incoming.fault_name,
                         epoch=admitted_in,
+                        reason=stale["error"],
                     )
                 try:
                     reply = preset.decide(incoming)
@@ -753,6 +855,7 @@ class ProviderApp:
             payload=payload,
             headers=headers,
             fault="status",
+            reason=f"injected fault: status {fault.status} (not processed; the key is not used)",
         )
 
     @staticmethod
@@ -817,7 +920,7 @@ class ProviderApp:
         page = _browse.render_page(
             preset=self.spec.name,
             models=self.spec.models,
-            options=self.options,
+            options={**self.options, "identify": getattr(self.preset, "identify", None)},
             current_epoch=current,
             shown_epoch=shown,
             records=self.log.everything(epoch=shown),
@@ -854,7 +957,7 @@ class ProviderApp:
         )
 
     def _info(self, _request: Request) -> Reply:
-        options = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}
+        options = {k: option_json(v) for k, v in self.options.items()}
         info = {"preset": self.spec.name, "models": self.spec.models, "options": options}
         return Reply(json_response(200, {**info, **self.preset.info()}))
 

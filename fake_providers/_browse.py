@@ -60,6 +60,7 @@ background:#f3f3f3;padding:8px;border-radius:4px;margin:4px 0;max-height:420px;o
 .o-fresh,.o-expired_then_accepted{background:#d7f5dd;color:#135c22}
 .o-deduplicated{background:#dbe9ff;color:#123f85}
 .o-rejected,.o-refused,.o-unauthenticated,.o-stale_epoch{background:#ffe0dc;color:#8a1d10}
+.reason{display:inline-block;max-width:40em;color:#8a1d10;font-size:.9em;white-space:normal}
 .o-failed_by_fault{background:#fff0c7;color:#6b4b00}
 iframe{width:100%;height:220px;border:1px solid #ccc;background:#fff}
 .headers th{width:110px} .muted{color:#777} .summary span{margin-right:14px}
@@ -148,6 +149,12 @@ def _row(record: Logged, *, mail: bool) -> str:
         f'<td><span class="o o-{escape(e.outcome)}" data-outcome="{escape(e.outcome)}">'
         f"{escape(label)}</span> <span class=muted>{escape(str(e.status_code or ''))}</span>"
         + (f"<br><span class=muted>fault: {escape(e.fault)}</span>" if e.fault else "")
+        + (
+            f'<br><span class=reason data-reason="{escape(e.reason)}">why: {escape(e.reason)}'
+            "</span>"
+            if e.reason
+            else ""
+        )
         + "</td>",
         f"<td class=key><code>{escape(e.idempotency_key or '—')}</code></td>",
         f"<td><code>{escape(e.run_id or '—')}</code> / <code>{escape(e.delivery_id or '—')}"
@@ -185,8 +192,12 @@ def render_page(
         for k, n in sorted(counts.items())
     )
     shown_options = " ".join(
-        f"{k}={','.join(v) if isinstance(v, list | tuple) else v}" for k, v in options.items()
+        f"{k}={','.join(v) if isinstance(v, list | tuple) else v}"
+        for k, v in options.items()
+        if k != "identify"
     )
+    if options.get("identify") is not None:
+        shown_options += f" identify: {options['identify']}"
     which = "all epochs" if shown_epoch is None else f"epoch {shown_epoch}"
     epochs = " ".join(
         f'<a href="{PATH}?epoch={n}">epoch {n}</a>' for n in range(current_epoch, 0, -1)

@@ -26,6 +26,7 @@ import click
 from fake_providers._browse import PATH as BROWSE_PATH
 from fake_providers._credentials import ADMIN_TOKEN_ENV, MIN_FIXED_LENGTH, SECRET_ENV, check_fixed
 from fake_providers._errors import ProviderError
+from fake_providers._identify import Identify
 from fake_providers._options import Option, parse_assignment
 from fake_providers._presets import PRESETS, all_options, get_preset
 from fake_providers._runner import Secrets, load_secrets, run_provider
@@ -50,6 +51,10 @@ def _flag(option: Option, users: list[str]) -> Callable[[F], F]:
         return click.option(f"--{dash}/--no-{dash}", option.name, default=None, help=help_text)
     if option.kind == "globs":
         return click.option(f"--{dash}", option.name, multiple=True, metavar="GLOB", help=help_text)
+    if option.kind == "identify":
+        return click.option(
+            f"--{dash}", option.name, multiple=True, metavar="FIELD=SOURCE", help=help_text
+        )
     kind: type[Any] = int if option.kind == "int" else float
     return click.option(f"--{dash}", option.name, type=kind, default=None, help=help_text)
 
@@ -71,7 +76,9 @@ def list_presets() -> None:
     for spec in PRESETS.values():
         click.echo(f"{spec.name}: {spec.models}")
         for option in spec.options:
-            default = list(option.default) if option.kind == "globs" else option.default
+            default: object = list(option.default) if option.kind == "globs" else option.default
+            if option.kind == "identify":
+                default = str(spec.identify)
             click.echo(f"    {option.flag} ({option.kind}, default {default!r}): {option.help}")
 
 
@@ -313,7 +320,9 @@ def _print_banner(
     """What a human needs to talk to the provider; the only place a secret is printed (and
     only one we invented: a secret the human chose is never echoed)."""
     shown = " ".join(
-        f"{k}={','.join(v) if isinstance(v, tuple) else v}" for k, v in options.items()
+        f"{k}={','.join(v) if isinstance(v, tuple) else v}"
+        for k, v in options.items()
+        if not (k == "identify" and v == Identify())  # shown on its own line when set
     )
     lines = [
         f"fake provider {name!r} listening on {ready['url']}",
@@ -327,6 +336,8 @@ def _print_banner(
         f"  options:    {shown or '(none)'}",
         f"  dedupe:     {dedupe_summary(options)}",
     ]
+    if options.get("identify", Identify()) != Identify():
+        lines.append(f"  identify:   {options['identify']} (other fields: the preset's defaults)")
     for cred in secrets.credentials.values():
         scope = ",".join(cred.scope)
         if not secrets.invented_credentials:

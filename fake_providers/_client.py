@@ -130,6 +130,18 @@ class AdminClient:
             raise TypeError("accepted() fixes the outcome filter; use effects(outcome=...)")
         return self.effects(**filters, outcome=list(ACCEPTED_OUTCOMES))
 
+    def reasons(self, **filters: FilterValue) -> list[Effect]:
+        """Records the provider had something to say about, in order: every refused or
+        failed request (its reason: what was received, which rule refused it, for a near
+        miss the field that differed) and every accepted one whose identity the rule could
+        not read (``unattributed: ...``). Same filters as ``effects``. This is what a case
+        note shows instead of a bare ``400 Client Error``."""
+        return [e for e in self.effects(**filters) if e.reason is not None]
+
+    def unattributed(self, **filters: FilterValue) -> list[Effect]:
+        """Effects whose run or destination the identification rule could not read."""
+        return [e for e in self.accepted(**filters) if e.unattributed]
+
     def count(self, **filters: FilterValue) -> int:
         """How many records match ``filters`` (same filters as ``effects``)."""
         return len(self.effects(**filters))
@@ -209,3 +221,20 @@ def _exactly(n: int, found: list[Effect], filters: Mapping[str, Any], what: str)
         lines += [f"  {effect.describe()}" for effect in found] or ["  (none)"]
         raise AssertionError("\n".join(lines))
     return found
+
+
+def reason_of(reply: Any) -> str | None:
+    """The provider's reason in a reply (a ``requests.Response``, an ``HTTPError`` carrying
+    one, or its decoded JSON body), or None: every fake provider puts ``"reason"`` in the
+    body of a refusal, so a worker's ``400 Client Error`` can be told apart by cause."""
+    response = getattr(reply, "response", None) if isinstance(reply, Exception) else reply
+    body: Any = response
+    decode = getattr(response, "json", None)
+    if callable(decode):
+        try:
+            body = decode()
+        except ValueError:
+            return None
+    if isinstance(body, dict) and isinstance(body.get("reason"), str):
+        return str(body["reason"])
+    return None

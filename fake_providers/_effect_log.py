@@ -36,7 +36,7 @@ from typing import Any, Final
 from fake_providers._errors import ProviderError
 from fake_providers._records import ACCEPTED_OUTCOMES, Effect
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS effects (
     status_code INTEGER,
     response_body TEXT,
     content TEXT,
-    request BLOB
+    request BLOB,
+    reason TEXT
 );
 CREATE INDEX IF NOT EXISTS effects_by_key
     ON effects (epoch, credential_id, idempotency_key, outcome);
@@ -93,6 +94,7 @@ _EFFECT_COLUMNS: Final = (
     "provider_message_id",
     "fault",
     "status_code",
+    "reason",
 )
 
 FILTER_COLUMNS: Final = (
@@ -178,7 +180,7 @@ class EffectLog:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, 2, 3, SCHEMA_VERSION):
+            if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):
                 self._conn.close()
                 raise ProviderError(
                     f"{path}: effect log schema {version}, expected {SCHEMA_VERSION}"
@@ -193,6 +195,10 @@ class EffectLog:
             if version in (1, 2, 3):
                 # Versions 1 to 3 did not keep the request as received (the browse page).
                 self._conn.execute("ALTER TABLE effects ADD COLUMN request BLOB")
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(effects)")}
+            if "reason" not in columns:
+                # Versions 1 to 4 did not say why a request was refused or left unattributed.
+                self._conn.execute("ALTER TABLE effects ADD COLUMN reason TEXT")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute(
                 "INSERT OR IGNORE INTO epochs (epoch, started_at) VALUES (1, ?)", (time.time(),)
@@ -227,6 +233,7 @@ class EffectLog:
         response_body: str | None = None,
         content: str | None = None,
         request: bytes | None = None,
+        reason: str | None = None,
     ) -> Effect:
         """Append one record and commit it (durably) before returning it.
 
@@ -250,6 +257,7 @@ class EffectLog:
             "response_body": response_body,
             "content": content,
             "request": request,
+            "reason": reason,
         }
         names = ", ".join(values)
         marks = ", ".join(f":{n}" for n in values)
@@ -264,6 +272,12 @@ class EffectLog:
         values.pop("content")
         values.pop("request")
         return Effect(seq=seq, **values)
+
+    def request_of(self, seq: int) -> bytes | None:
+        """The request record ``seq`` kept as received (None if none was kept)."""
+        with self._lock:
+            row = self._conn.execute("SELECT request FROM effects WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
 
     def find_acceptance(
         self,

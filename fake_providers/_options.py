@@ -13,11 +13,12 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from fake_providers._errors import ProviderError
+from fake_providers._identify import Identify
 
-OptionKind = Literal["seconds", "bool", "int", "globs"]
+OptionKind = Literal["seconds", "bool", "int", "globs", "identify"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -46,6 +47,8 @@ class Option:
             return self._parse_bool(value, where)
         if self.kind == "globs":
             return self._parse_globs(value, where)
+        if self.kind == "identify":
+            return Identify.parse(value)
         number = self._parse_number(value, where)
         if self.minimum is not None and number < self.minimum:
             raise ProviderError(f"{where} must be >= {self.minimum:g}, got {number:g}")
@@ -131,3 +134,22 @@ def integer(
 def globs(name: str, *, help: str) -> Option:
     """A list of fnmatch globs (comma-separated, or repeated on the command line)."""
     return Option(name, "globs", (), help)
+
+
+IDENTIFY_OPTION: Final = Option(
+    "identify",
+    "identify",
+    Identify(),
+    "where run, destination, delivery and recognizer are read from each request"
+    " (FIELD=SOURCE, e.g. destination=path:/hooks/{destination}; repeatable)",
+)
+"""The option every preset takes: its identification rule over the preset's defaults."""
+
+
+def option_json(value: object) -> object:
+    """An option value as JSON (``/_admin/info``, ``--options-json``)."""
+    if isinstance(value, Identify):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return list(value)
+    return value

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -32,6 +32,8 @@ from fake_providers._credentials import (
     secrets_message,
 )
 from fake_providers._errors import ProviderError, ProviderStartError
+from fake_providers._identify import Identify
+from fake_providers._options import option_json
 from fake_providers._presets import get_preset
 from fake_providers._server import check_host
 
@@ -100,6 +102,7 @@ class ProviderProcess:
         port: int = 0,
         options: Mapping[str, Any] | None = None,
         durable: bool = True,
+        identify: Identify | Mapping[str, Any] | Sequence[str] | None = None,
     ) -> ProviderProcess:
         """Start a provider and wait until it is listening.
 
@@ -107,6 +110,10 @@ class ProviderProcess:
         random credential ``"worker"`` with scope ``["*"]``. ``options`` are the preset's
         per-instance options (``docs/providers.md``; ``window_s=`` is a shortcut for
         ``options={"window_s": ...}``), validated here before anything starts.
+        ``identify`` is the identification rule (``Identify``, ``{field: source}``, or
+        ``["field=source", ...]``; a shortcut for ``options={"identify": ...}``): where each
+        request's run, destination, delivery (the user's own id) and recognizer are read;
+        fields it leaves out keep the preset's defaults (``docs/providers.md``).
         ``durable=False`` keeps the log in memory: for the benchmark only. Raises
         ``ProviderStartError`` (with the server's stderr) if it exits or is not ready within
         ``startup_timeout_s``.
@@ -116,6 +123,9 @@ class ProviderProcess:
             given = dict(options or {})
             if window_s is not None:
                 given["window_s"] = window_s
+            if identify is not None:
+                given["identify"] = Identify.parse(identify)
+                options = {**(options or {}), "identify": given["identify"]}
             spec.resolve(given)
             check_host(host)
         except ProviderError as exc:
@@ -181,7 +191,7 @@ class ProviderProcess:
         if smtp_port is not None:
             options["smtp_port"] = smtp_port
         if options:
-            argv += ["--options-json", json.dumps(options, default=list)]
+            argv += ["--options-json", json.dumps(options, default=option_json)]
         if not self.durable:
             argv.append("--no-log")
         # The secrets travel on a pipe the server reads once at start-up, never in its

@@ -59,6 +59,14 @@ class Effect:
     provider_message_id: str | None
     fault: str | None
     status_code: int | None
+    #: why the provider refused or failed the request, or ``unattributed: ...`` when an
+    #: accepted request's identity could not be read (None: nothing to say)
+    reason: str | None = None
+
+    @property
+    def unattributed(self) -> bool:
+        """True if the identification rule could not say whose delivery this was."""
+        return (self.reason or "").startswith("unattributed:")
 
     @property
     def accepted(self) -> bool:
@@ -67,17 +75,20 @@ class Effect:
 
     def to_json(self) -> dict[str, Any]:
         """Return the record as the JSON object the admin API serves."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if out["reason"] is None:
+            del out["reason"]  # records with nothing to say keep their old shape
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Effect:
         """Build an ``Effect`` from the admin API's JSON object; unknown keys are an error."""
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data]
+        missing = [n for n in names if n not in data and n != "reason"]
         extra = [k for k in data if k not in names]
         if missing or extra:
             raise ProviderError(f"malformed effect record: missing={missing} extra={extra}")
-        return cls(**{n: data[n] for n in names})
+        return cls(**{n: data[n] for n in names if n in data})
 
     def describe(self) -> str:
         """One human-readable line, used in assertion messages."""
@@ -92,6 +103,8 @@ class Effect:
             f"key={self.idempotency_key!r}",
             f"id={self.provider_message_id!r}",
         ]
+        if self.reason is not None:
+            parts.append(f"reason={self.reason!r}")
         if self.fault is not None:
             parts.append(f"fault={self.fault}")
         return " ".join(parts)

@@ -193,6 +193,22 @@ def test_message_content_is_escaped_never_markup(payments: ProviderProcess) -> N
     assert 'data-destination="acct_&lt;b&gt;x&lt;/b&gt;"' in html
 
 
+def test_page_shows_why_each_request_was_refused_and_a_near_miss_names_the_field(
+    payments: ProviderProcess,
+) -> None:
+    """Issue 24: the page said only "rejected 400"; now every refused record shows the
+    provider's reason (escaped), a near miss naming the parameter that differed."""
+    payments.admin.reset()
+    assert post(payments, "acct_why", "first <b>", key="k-why") == 200
+    assert post(payments, "acct_why", "second <b>", key="k-why") == 422
+    assert post(payments, "acct_why", "no key") == 400
+    html = section(page(payments), "acct_why")
+    assert "why: idempotency_error: key &#x27;k-why&#x27; was first used with other" in html
+    assert "differs in: body (first &#x27;first &lt;b&gt;&#x27;" in html
+    assert "why: no Idempotency-Key header" in html
+    assert "<b>" not in html
+
+
 def test_page_needs_the_admin_token_and_never_shows_a_secret(payments: ProviderProcess) -> None:
     """No token or a wrong one: 401 with no record on it. ?token= once: a cookie (not the
     token) and a redirect that drops it; the page never holds the secret or the token."""

@@ -82,7 +82,15 @@ def test_same_key_other_parameters_is_rejected_and_original_kept(
     first = send(session, provider, "k1", message())
     mismatch = send(session, provider, "k1", message(body="other text"))
     assert mismatch.status_code == 422
-    assert mismatch.json() == {"error": "idempotency key reused with different parameters"}
+    assert mismatch.json()["error"] == "idempotency key reused with different parameters"
+    # The near miss names the rule and the parameter that differed, first and now.
+    assert mismatch.json()["reason"] == (
+        "idempotency_error: key 'k1' was first used with other parameters (rule: same key,"
+        " same endpoint and parameters); differs in: body"
+        " (first 'paid [ref ch-0123456789ab]', now 'other text')"
+    )
+    [rejected] = provider.admin.assert_records(1, outcome="rejected")
+    assert rejected.reason == mismatch.json()["reason"]
     again = send(session, provider, "k1", message())
     assert again.content == first.content
     outcomes = [e.outcome for e in provider.admin.effects()]

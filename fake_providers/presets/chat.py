@@ -15,6 +15,15 @@ message metadata (https://api.slack.com/metadata), and forums that render Markdo
   ``strip_metadata`` (a per-instance switch) the thread shows only visible text: HTML
   comments removed and metadata dropped, as an API that returns rendered text would. A
   recognizer then survives only if it is in the visible text (``[ref ch-...]``).
+- The wire, as the providers document it: Slack's ``POST /api/chat.postMessage`` (JSON or
+  form; ``channel`` and ``text``; the token as ``Authorization: Bearer`` or a ``token``
+  form field). Slack answers HTTP 200 whether or not it worked: ``{"ok": true, "channel",
+  "ts", "message"}`` or ``{"ok": false, "error": "channel_not_found" | "no_text" |
+  "not_authed" | "invalid_auth"}`` (the fake adds ``"reason"``). Discord's execute webhook
+  ``POST /api/webhooks/{webhook.id}/{webhook.token}`` (JSON ``content``; the token in the
+  URL is the credential's secret; the webhook id is the destination): 204 with no body, or
+  with ``?wait=true`` 200 and the created message; errors ``{"message", "code"}`` (50006
+  empty message, 50027 invalid webhook token). And the harness's ``POST /v1/messages``.
 - The effect log keeps the recognizer whatever the switch says: from the ``recognizer``
   field, else the first ``ch-<12 hex>`` anywhere in the text.
 """
@@ -25,6 +34,7 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode
 
 from werkzeug.wrappers import Request, Response
 
@@ -38,6 +48,8 @@ from fake_providers._app import (
     json_response,
     route_arg,
 )
+from fake_providers._credentials import Credential, find_credential
+from fake_providers._identify import Identify, Seen
 from fake_providers._options import switch
 
 HIDDEN_COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -59,8 +71,84 @@ class Chat(MessagePreset):
         super().__init__(core, options)
         self._last_ts = 0.0
 
+    accepts_form = True
+
     def extra_routes(self) -> list[Route]:
-        return [Route("/v1/threads/<path:channel>", ("GET",), self.thread)]
+        handle = self.core.handle_message
+        return [
+            Route("/v1/threads/<path:channel>", ("GET",), self.thread),
+            Route(SLACK_PATH, ("POST",), handle),
+            Route("/api/webhooks/<hook>/<token>", ("POST",), handle),
+            Route("/api/v<int:version>/webhooks/<hook>/<token>", ("POST",), handle),
+        ]
+
+    def seen(self, request: Request, raw: bytes) -> Seen:
+        seen = super().seen(request, raw)
+        if _wire(request) == "discord":  # the token in the URL never reaches a reason
+            head, _, _ = seen.path.rstrip("/").rpartition("/")
+            seen.path = f"{head}/{{token}}"
+        if seen.form is not None and "token" in seen.form:
+            seen.form = {**seen.form, "token": REDACTED}
+        return seen
+
+    def redact(self, request: Request, raw: bytes) -> bytes:
+        """Slack's form ``token`` is a secret: the log keeps the request without it."""
+        if "token=" not in raw.decode("utf-8", "replace"):
+            return raw
+        pairs = parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)
+        if not any(k == "token" for k, _ in pairs):
+            return raw
+        return urlencode([(k, REDACTED if k == "token" else v) for k, v in pairs]).encode()
+
+    def authenticate(self, request: Request, raw: bytes) -> Credential | str:
+        if _wire(request) == "discord":
+            token = request.path.rstrip("/").rsplit("/", 1)[-1]
+            found = find_credential(self.core.credentials, token)
+            return found or "the webhook token in the URL matches no credential of this provider"
+        if _wire(request) == "slack" and not request.headers.get("Authorization"):
+            seen = Seen.make(
+                headers=(),
+                raw=raw,
+                content_type=request.headers.get("Content-Type", ""),
+            )
+            field_token = (seen.form or {}).get("token")
+            if field_token:
+                found = find_credential(self.core.credentials, field_token)
+                # Slack: a token may travel as a form field instead of a header.
+                return found or "the token field matches no credential of this provider"
+        return self.core.bearer_or_reason(request)
+
+    def validate(self, incoming: Incoming) -> tuple[int, str, str] | None:
+        wire = _wire(incoming.request)
+        if wire == "legacy":
+            return None
+        fields = incoming.body
+        has_text = any(
+            isinstance(fields.get(name), str | list) and fields.get(name)
+            for name in ("text", "blocks", "attachments", "content", "embeds")
+        )
+        if wire == "slack" and not incoming.attempt.destination:
+            return 400, "channel_not_found", "channel_not_found: no channel argument"
+        if not has_text:
+            if wire == "slack":
+                return 400, "no_text", "no_text: one of text, blocks or attachments is required"
+            return 400, "Cannot send an empty message", "content, embeds (or files) required"
+        return None
+
+    def refusal(self, request: Request, status: int, error: str, reason: str) -> tuple[int, Any]:
+        wire = _wire(request)
+        if wire == "slack":
+            slack = {401: "invalid_auth", 403: "channel_not_found"}.get(status, error)
+            if status == 401 and "no Authorization" in reason:
+                slack = "not_authed"
+            return 200, {"ok": False, "error": slack, "reason": reason}
+        if wire == "discord":
+            code, message = {
+                401: (50027, "Invalid Webhook Token"),
+                403: (50001, "Missing Access"),
+            }.get(status, (50006 if "empty" in error else 50035, error))
+            return status, {"message": message, "code": code, "reason": reason}
+        return status, {"error": error, "reason": reason}
 
     def decide(self, incoming: Incoming) -> Reply:
         core = self.core
@@ -75,23 +163,39 @@ class Chat(MessagePreset):
             for name in ("recognizer", "run_id", "delivery_id"):
                 payload.setdefault(name, incoming.body.get(name))
             metadata = {"event_type": "crash_harness_delivery", "event_payload": payload}
-        text = str(incoming.body["body"])
+        text = incoming.text
         content = json.dumps({"text": text, "metadata": metadata}, separators=(",", ":"))
-        reply = {
+        reply: dict[str, Any] = {
             "ok": True,
             "channel": incoming.destination,
             "ts": ts,
             "message": {"text": text, "ts": ts},
         }
-        return core.record(
+        status = 200
+        if _wire(incoming.request) == "discord":
+            hook = incoming.request.path.rstrip("/").split("/")[-2]
+            reply = {
+                "id": ts.replace(".", ""),
+                "type": 0,
+                "channel_id": incoming.destination,
+                "webhook_id": hook,
+                "content": text,
+                "timestamp": ts,
+            }
+            if incoming.request.args.get("wait", "").lower() != "true":
+                status = 204
+        recorded = core.record(
             attempt,
             outcome="fresh",
-            status=200,
+            status=status,
             payload=reply,
             fault=incoming.fault_name,
             provider_message_id=ts,
             content=content,
         )
+        if status == 204:
+            return recorded._replace(response=Response(status=204))
+        return recorded
 
     def thread(self, request: Request) -> Reply:
         """GET /v1/threads/<channel>: the channel's messages as a reader sees them."""
@@ -134,4 +238,43 @@ SPEC = PresetSpec(
         ),
     ),
     factory=_build,
+    identify=Identify.of(
+        run=[
+            "json:/run_id",
+            "form:run_id",
+            "json:/metadata/event_payload/run_id",
+            "header:X-Run-Id",
+        ],
+        destination=[
+            "json:/destination",
+            "json:/channel",
+            "form:channel",
+            "path:/api/webhooks/{destination}/{token}",
+            "path:/api/v{version}/webhooks/{destination}/{token}",
+        ],
+        delivery=[
+            "json:/delivery_id",
+            "form:delivery_id",
+            "json:/metadata/event_payload/delivery_id",
+            "header:X-Delivery-Id",
+        ],
+        recognizer=[
+            "json:/recognizer",
+            "json:/metadata/event_payload/recognizer",
+            r"regex:ch-[0-9a-f]{12}",
+        ],
+    ),
 )
+
+
+SLACK_PATH = "/api/chat.postMessage"
+REDACTED = "<redacted>"
+
+
+def _wire(request: Request) -> str:
+    """Which wire a send came on: ``slack``, ``discord`` or ``legacy`` (/v1/messages)."""
+    if request.path == SLACK_PATH:
+        return "slack"
+    if request.path.startswith("/api/"):
+        return "discord"
+    return "legacy"

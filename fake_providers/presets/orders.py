@@ -20,6 +20,11 @@ Follows PayPal's REST idempotency (https://developer.paypal.com/api/rest/referen
 - After a timeout the worker can look the request up: ``GET /v1/messages?request_id=ID``
   (``idempotency_key=`` is accepted too): 200 with the order, 404 if none. ``lookup=false``
   turns it off.
+- The wire: PayPal's ``POST /v2/checkout/orders`` (JSON ``{"intent", "purchase_units":
+  [{"reference_id", "amount", "payee": {"merchant_id" | "email_address"}}]}``) with the
+  ``PayPal-Request-Id`` header, and the harness's ``POST /v1/messages``. The destination is
+  the first purchase unit's payee (merchant id, else e-mail), the user's own id its
+  ``reference_id`` (see ``Identify``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from fake_providers._app import (
     json_response,
     raw_json,
 )
+from fake_providers._identify import Identify
 from fake_providers._options import seconds, switch
 
 MAX_WINDOW_S = 72 * 3600.0
@@ -67,7 +73,10 @@ class Orders(MessagePreset):
         return True
 
     def extra_routes(self) -> list[Route]:
-        return [Route("/v1/messages", ("GET",), self.lookup)]
+        return [
+            Route("/v1/messages", ("GET",), self.lookup),
+            Route("/v2/checkout/orders", ("POST",), self.core.handle_message),
+        ]
 
     def admit(self, incoming: Incoming) -> Reply | None:
         busy = (incoming.attempt.credential_id, incoming.key)
@@ -168,4 +177,19 @@ SPEC = PresetSpec(
         switch("in_flight_conflict", default=True, help="answer 409 to a repeat in flight"),
     ),
     factory=_build,
+    identify=Identify.of(
+        run=["json:/run_id", "header:X-Run-Id"],
+        destination=[
+            "json:/destination",
+            "json:/purchase_units/0/payee/merchant_id",
+            "json:/purchase_units/0/payee/email_address",
+        ],
+        delivery=[
+            "json:/delivery_id",
+            "json:/purchase_units/0/reference_id",
+            "json:/purchase_units/0/custom_id",
+            "header:X-Delivery-Id",
+        ],
+        recognizer=["json:/recognizer", r"regex:ch-[0-9a-f]{12}"],
+    ),
 )

@@ -25,6 +25,21 @@ Follows Stripe's documented idempotent requests (https://docs.stripe.com/api/ide
   Stripe has no such endpoint (one would list objects by metadata); the switch ``lookup``
   turns it off (404).
 
+- The wire: Stripe's own ``POST /v1/<resource>`` (``/v1/charges``, ``/v1/payment_intents``,
+  ...) with a form body (``application/x-www-form-urlencoded``, what Stripe's API takes:
+  ``amount=2000&currency=usd&customer=cus_1&metadata[order_id]=42``) or JSON, and the
+  harness's ``POST /v1/messages``. The endpoint is part of the parameters compared for a
+  reused key (Stripe: a key "re-used on a request that does not match the first request's
+  API endpoint and parameters" is an ``idempotency_error``). On Stripe routes errors take
+  Stripe's shape ``{"error": {"type", "message"}}``, and a reused key is answered 400 with
+  Stripe's own message, as stripe/stripe-ruby#503 quotes it (``mismatch_status`` governs
+  ``/v1/messages`` only); the ``reason`` names the parameters that differ from the first
+  request. The destination is read from ``destination``, then
+  ``customer``, then ``transfer_data[destination]``; run and delivery from the harness
+  fields or ``metadata[run_id]``/``metadata[delivery_id]`` (see ``Identify``).
+- ``require_key`` (default on) refuses a request without a key (400); Stripe itself accepts
+  one (it is then simply not idempotent): ``require_key = false`` models that.
+
 Divergence, on purpose: Stripe answers 409 to a second request with a key whose first
 request is still executing; this preset serialises them instead (the second is replayed).
 The ``orders`` preset models the 409.
@@ -36,11 +51,11 @@ import fnmatch
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 from werkzeug.wrappers import Request
 
 from fake_providers._app import (
-    MESSAGE_FIELDS,
     Attempt,
     Incoming,
     MessagePreset,
@@ -51,6 +66,7 @@ from fake_providers._app import (
     json_response,
     raw_json,
 )
+from fake_providers._identify import Identify
 from fake_providers._options import globs, integer, seconds, switch
 
 DECLINE = {
@@ -67,19 +83,38 @@ class Payments(MessagePreset):
 
     name = "payments"
     key_header = "Idempotency-Key"
-    required_fields = MESSAGE_FIELDS
+    accepts_form = True
+    text_fields = ("body", "description")
 
     @property
     def key_required(self) -> bool:
-        return True
+        return bool(self.options["require_key"])
 
     def extra_routes(self) -> list[Route]:
-        return [Route("/v1/messages", ("GET",), self.lookup)]
+        return [
+            Route("/v1/messages", ("GET",), self.lookup),
+            Route("/v1/<path:resource>", ("POST",), self.core.handle_message),
+        ]
+
+    def needs_attribution(self) -> tuple[str, ...]:
+        return ("run", "destination")
+
+    def refusal(self, request: Request, status: int, error: str, reason: str) -> tuple[int, Any]:
+        if not _stripe_route(request):
+            return status, {"error": error, "reason": reason}
+        kind = "invalid_request_error" if status in (400, 404, 413) else "api_error"
+        if status == 401:
+            kind = "authentication_error"
+        elif status == 403:
+            kind = "permission_error"
+        return status, {"error": {"type": kind, "message": reason}, "reason": reason}
 
     def decide(self, incoming: Incoming) -> Reply:
         core = self.core
         attempt = incoming.attempt
         assert attempt.credential_id is not None
+        if attempt.idempotency_key is None:
+            return self._accept(incoming, {}, accepted_before=False)
         echo = {"Idempotency-Key": incoming.key}
         now = core.now()
         prior = core.log.find_acceptance(
@@ -91,13 +126,31 @@ class Payments(MessagePreset):
         if prior is not None and now - prior.effect.received_at < self.options["window_s"]:
             original = prior.effect
             if original.payload_hash != attempt.payload_hash:
+                first = core.log.request_of(original.seq)
+                reason = (
+                    f"idempotency_error: key {incoming.key!r} was first used with other"
+                    f" parameters (rule: same key, same endpoint and parameters);"
+                    f" {_differences(first, incoming)}"
+                )
+                error: Any = "idempotency key reused with different parameters"
+                status = self.options["mismatch_status"]
+                if _stripe_route(incoming.request):
+                    # Stripe answers 400 with this message (stripe/stripe-ruby#503).
+                    status = 400
+                    error = {
+                        "type": "idempotency_error",
+                        "message": "Keys for idempotent requests can only be used with the same"
+                        " parameters they were first used with. Try using a key other than"
+                        f" {incoming.key!r} if you meant to execute a different request.",
+                    }
                 return core.record(
                     attempt,
                     outcome="rejected",
-                    status=self.options["mismatch_status"],
-                    payload={"error": "idempotency key reused with different parameters"},
+                    status=status,
+                    payload={"error": error, "reason": reason},
                     headers=echo,
                     fault=incoming.fault_name,
+                    reason=reason,
                 )
             core.append(
                 attempt,
@@ -109,6 +162,14 @@ class Payments(MessagePreset):
             )
             headers = {**echo, "Idempotent-Replayed": "true"}
             return Reply(raw_json(original.status_code or 200, prior.response_body, headers))
+        accepted_before = prior is not None and (
+            prior.effect.accepted or self._ever_accepted(attempt, incoming.key)
+        )
+        return self._accept(incoming, echo, accepted_before=accepted_before)
+
+    def _accept(self, incoming: Incoming, echo: dict[str, str], *, accepted_before: bool) -> Reply:
+        core = self.core
+        attempt = incoming.attempt
         if any(fnmatch.fnmatchcase(incoming.destination, g) for g in self.options["decline"]):
             return core.record(
                 attempt,
@@ -118,24 +179,32 @@ class Payments(MessagePreset):
                 headers=echo,
                 fault=incoming.fault_name,
                 save=self.options["replay_errors"],
+                reason=f"declined: destination {incoming.destination!r} matches decline globs",
             )
-        accepted_before = prior is not None and (
-            prior.effect.accepted or self._ever_accepted(attempt, incoming.key)
-        )
         message_id = core.mint_id(attempt, "msg_")
-        body = json.dumps(
-            {"id": message_id, "status": "accepted", "destination": incoming.destination},
-            separators=(",", ":"),
-        )
+        answer: dict[str, Any] = {
+            "id": message_id,
+            "status": "accepted",
+            "destination": incoming.destination,
+        }
+        if _stripe_route(incoming.request):
+            resource = incoming.request.path.removeprefix("/v1/").split("/")[0]
+            answer = {
+                "id": message_id,
+                "object": resource.rstrip("s") or "object",
+                "status": "succeeded",
+                "livemode": False,
+                **({"destination": incoming.destination} if incoming.destination else {}),
+            }
         return core.record(
             attempt,
             outcome="expired_then_accepted" if accepted_before else "fresh",
             status=200,
-            payload=body,
+            payload=json.dumps(answer, separators=(",", ":")),
             headers=echo,
             fault=incoming.fault_name,
             provider_message_id=message_id,
-            save=True,
+            save=attempt.idempotency_key is not None,
         )
 
     def _ever_accepted(self, attempt: Attempt, key: str) -> bool:
@@ -174,6 +243,43 @@ class Payments(MessagePreset):
         return Reply(json_response(200, answer))
 
 
+def _stripe_route(request: Request) -> bool:
+    """True for Stripe's own ``/v1/<resource>`` endpoints (not the harness's /v1/messages)."""
+    return request.path != "/v1/messages"
+
+
+def _params(raw: bytes | None) -> dict[str, Any] | None:
+    """A request's parameters (JSON object or form) for a near-miss comparison."""
+    if raw is None:
+        return None
+    try:
+        decoded = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+    return decoded if isinstance(decoded, dict) else {"(body)": decoded}
+
+
+def _differences(first_raw: bytes | None, incoming: Incoming) -> str:
+    """WireMock-style near miss: which parameters differ from the key's first request."""
+    first = _params(first_raw)
+    now = dict(incoming.body) if isinstance(incoming.seen.json, dict) or incoming.body else {}
+    if first is None:
+        return "the first request is not kept, so the difference cannot be named"
+    changed = sorted(k for k in set(first) | set(now) if first.get(k) != now.get(k))
+    if not changed:
+        return "the endpoint or the body's encoding differs"
+    shown = [f"{k} (first {_short(first.get(k))}, now {_short(now.get(k))})" for k in changed[:5]]
+    more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+    return "differs in: " + "; ".join(shown) + more
+
+
+def _short(value: object) -> str:
+    if value is None:
+        return "absent"
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _build(core: ProviderApp, options: Mapping[str, Any]) -> Payments:
     return Payments(core, options)
 
@@ -186,6 +292,11 @@ SPEC = PresetSpec(
         switch("lookup", default=True, help="serve GET /v1/messages?idempotency_key="),
         switch("replay_errors", default=True, help="save and replay declines like successes"),
         globs("decline", help="destinations whose payments are declined (402)"),
+        switch(
+            "require_key",
+            default=True,
+            help="refuse a request without Idempotency-Key (Stripe accepts it: false)",
+        ),
         integer(
             "mismatch_status",
             default=422,
@@ -195,4 +306,35 @@ SPEC = PresetSpec(
         ),
     ),
     factory=_build,
+    identify=Identify.of(
+        run=[
+            "json:/run_id",
+            "form:run_id",
+            "json:/metadata/run_id",
+            "form:metadata[run_id]",
+            "header:X-Run-Id",
+        ],
+        destination=[
+            "json:/destination",
+            "form:destination",
+            "json:/customer",
+            "form:customer",
+            "json:/transfer_data/destination",
+            "form:transfer_data[destination]",
+        ],
+        delivery=[
+            "json:/delivery_id",
+            "form:delivery_id",
+            "json:/metadata/delivery_id",
+            "form:metadata[delivery_id]",
+            "header:X-Delivery-Id",
+        ],
+        recognizer=[
+            "json:/recognizer",
+            "form:recognizer",
+            "json:/metadata/recognizer",
+            "form:metadata[recognizer]",
+            r"regex:ch-[0-9a-f]{12}",
+        ],
+    ),
 )

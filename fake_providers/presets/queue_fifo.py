@@ -19,6 +19,11 @@ Follows Amazon SQS FIFO queues' exactly-once processing
 - After the interval the same id is a new message, logged ``expired_then_accepted``.
 - There is no lookup: SQS cannot tell a sender whether an id was seen. ``GET /v1/messages``
   answers 405, and a worker that timed out can only resend within the interval.
+- The wire: SQS's JSON protocol, ``POST /`` with ``X-Amz-Target: AmazonSQS.SendMessage``
+  and ``{"QueueUrl", "MessageBody", "MessageDeduplicationId", "MessageGroupId"}`` (the
+  dedupe id may be in the body or the header); the queue (destination) is the last path
+  segment of ``QueueUrl`` (read as ``query:QueueName`` by the default rule). And the
+  harness's ``POST /v1/messages`` with the ``MessageDeduplicationId`` header.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from fake_providers._app import (
     raw_json,
     route_arg,
 )
+from fake_providers._identify import Identify, Seen
 from fake_providers._options import seconds, switch
 
 MAX_RECEIVE = 10
@@ -64,14 +70,42 @@ class QueueFifo(MessagePreset):
     def key_required(self) -> bool:
         return True
 
+    text_fields = ("body", "MessageBody")
+
     def extra_routes(self) -> list[Route]:
-        return [Route("/v1/queues/<path:queue>/receive", ("POST",), self.receive)]
+        return [
+            Route("/v1/queues/<path:queue>/receive", ("POST",), self.receive),
+            Route("/", ("POST",), self.core.handle_message),  # AmazonSQS.SendMessage
+        ]
+
+    def seen(self, request: Request, raw: bytes) -> Seen:
+        seen = super().seen(request, raw)
+        url = seen.json.get("QueueUrl") if isinstance(seen.json, dict) else None
+        if isinstance(url, str) and url.strip("/"):
+            seen.query = {**seen.query, "QueueName": url.rstrip("/").rsplit("/", 1)[-1]}
+        return seen
+
+    def validate(self, incoming: Incoming) -> tuple[int, str, str] | None:
+        target = incoming.request.headers.get("X-Amz-Target")
+        if incoming.request.path == "/" and target != "AmazonSQS.SendMessage":
+            return (
+                400,
+                "InvalidAction",
+                f"X-Amz-Target {target!r}: this queue takes AmazonSQS.SendMessage only",
+            )
+        return None
 
     def key_of(self, request: Request, body: Mapping[str, Any] | None) -> str | None:
         given = request.headers.get("MessageDeduplicationId") or None
+        if (
+            given is None
+            and body is not None
+            and isinstance(body.get("MessageDeduplicationId"), str)
+        ):
+            given = body["MessageDeduplicationId"] or None
         if given is not None or not self.options["content_based_dedup"] or body is None:
             return given
-        text = body.get("body")
+        text = body.get("body", body.get("MessageBody"))
         if not isinstance(text, str):
             return None
         return hashlib.sha256(text.encode()).hexdigest()
@@ -93,7 +127,7 @@ class QueueFifo(MessagePreset):
                 received_at=now,
             )
             return Reply(raw_json(200, prior.response_body))
-        text = str(incoming.body["body"])
+        text = incoming.text
         message_id = str(uuid.UUID(core.mint_id(attempt, "", 16)))
         self._sequence += 1
         reply = {
@@ -159,4 +193,14 @@ SPEC = PresetSpec(
         ),
     ),
     factory=_build,
+    identify=Identify.of(
+        run=["json:/run_id", "json:/MessageAttributes/run_id/StringValue", "header:X-Run-Id"],
+        destination=["json:/destination", "query:QueueName"],
+        delivery=[
+            "json:/delivery_id",
+            "json:/MessageAttributes/delivery_id/StringValue",
+            "header:X-Delivery-Id",
+        ],
+        recognizer=["json:/recognizer", r"regex:ch-[0-9a-f]{12}"],
+    ),
 )

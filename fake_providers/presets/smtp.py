@@ -12,9 +12,13 @@ Follows plain SMTP (RFC 5321) with SMTP AUTH (RFC 4954, mechanisms PLAIN and LOG
   binds loopback (aiosmtpd's ``auth_require_tls=False``).
 - The credential's scope globs are the recipients it may send to: ``RCPT TO`` outside them
   is ``550 5.7.1`` and logged ``refused``.
-- Attribution: destination = the recipient; run_id and delivery_id from the ``X-Run-Id``
-  and ``X-Delivery-Id`` headers; recognizer from ``X-Recognizer`` or else the first
-  ``ch-<12 hex>`` in the message.
+- Any RFC 5322 message is taken; nothing harness-specific is needed. Attribution is an
+  ``Identify`` rule per recipient; by default destination = the envelope recipient
+  (``RCPT TO``), run_id and delivery_id from the ``X-Run-Id`` and ``X-Delivery-Id``
+  headers, recognizer from ``X-Recognizer`` or else the first ``ch-<12 hex>`` in the
+  subject or text. A scenario may read them elsewhere (``header:Subject`` with a
+  ``regex:``, ``envelope:from``, ...); a mail whose rule finds no run is still delivered
+  and logged ``unattributed: ...``.
 - The whole message is kept: the DATA bytes as received (the log's ``request``, shown raw
   on the browse page) and, for the mailbox, its text, its HTML part and every MIME part's
   type and file name.
@@ -54,6 +58,7 @@ from fake_providers._app import (
 )
 from fake_providers._credentials import Credential, find_credential
 from fake_providers._errors import ProviderError
+from fake_providers._identify import Identify, Seen
 from fake_providers._mail import mime_parts, parse_mail, text_of
 from fake_providers._options import integer
 
@@ -171,8 +176,15 @@ class Smtp(Preset):
             if found is not None and found.credential_id == login:
                 credential = found
         if credential is None:
+            login_name = (
+                data.login.decode(errors="replace") if isinstance(data, LoginPassword) else "?"
+            )
+            why = (
+                f"AUTH {mechanism}: username {login_name!r} with that password matches"
+                " no credential"
+            )
             with self.core.lock:
-                self.core.append(Attempt(), outcome="unauthenticated", status=535)
+                self.core.append(Attempt(), outcome="unauthenticated", status=535, reason=why)
             return AuthResult(success=False, handled=False)
         return AuthResult(success=True, auth_data=credential)
 
@@ -182,8 +194,10 @@ class Smtp(Preset):
         assert isinstance(credential, Credential)
         if not credential.allows(address):
             attempt = Attempt(credential_id=credential.credential_id, destination=address)
+            globs = ", ".join(credential.scope)
+            why = f"RCPT TO <{address}> is outside this credential's scope ({globs})"
             with self.core.lock:
-                self.core.append(attempt, outcome="refused", status=550)
+                self.core.append(attempt, outcome="refused", status=550, reason=why)
             return f"550 5.7.1 <{address}>: recipient outside this credential's scope"
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
@@ -208,16 +222,7 @@ class Smtp(Preset):
             separators=(",", ":"),
         )
         attempts = [
-            Attempt(
-                credential_id=credential.credential_id,
-                destination=rcpt,
-                run_id=_header(message, "X-Run-Id"),
-                delivery_id=_header(message, "X-Delivery-Id"),
-                idempotency_key=_header(message, "Message-ID"),
-                payload_hash=payload_hash(raw),
-                recognizer=_header(message, "X-Recognizer") or find_recognizer(text),
-                sent=raw,
-            )
+            self._attempt(credential, message, raw, text, rcpt, envelope.mail_from or "")
             for rcpt in envelope.rcpt_tos
         ]
         with core.lock:
@@ -226,7 +231,11 @@ class Smtp(Preset):
                 assert fault.status is not None
                 for attempt in attempts:
                     core.append(
-                        attempt, outcome="failed_by_fault", status=fault.status, fault="status"
+                        attempt,
+                        outcome="failed_by_fault",
+                        status=fault.status,
+                        fault="status",
+                        reason=f"injected fault: DATA answered {fault.status}",
                     )
                 return f"{fault.status} {_enhanced(fault.status)} injected fault"
             stage = "slow" if fault is not None and fault.fault == "slow" else "busy"
@@ -239,8 +248,15 @@ class Smtp(Preset):
             with core.lock:
                 admitted_in = core.flight_epoch(token)
                 if admitted_in != core.epoch:  # its epoch ended while it was held
+                    why = f"epoch {admitted_in} ended while the message was held"
                     for attempt in attempts:
-                        core.append(attempt, outcome="stale_epoch", status=451, epoch=admitted_in)
+                        core.append(
+                            attempt,
+                            outcome="stale_epoch",
+                            status=451,
+                            epoch=admitted_in,
+                            reason=why,
+                        )
                     return "451 4.3.0 epoch over; message refused"
                 for attempt in attempts:
                     core.append(
@@ -268,6 +284,36 @@ class Smtp(Preset):
         finally:
             with core.lock:
                 core.leave_flight(token)
+
+    def _attempt(
+        self,
+        credential: Credential,
+        message: EmailMessage,
+        raw: bytes,
+        text: str,
+        rcpt: str,
+        mail_from: str,
+    ) -> Attempt:
+        """One recipient's record, attributed by the identification rule."""
+        seen = Seen.make(
+            headers=[(k, str(v)) for k, v in message.items()],
+            raw=b"",
+            text=f"{message.get('Subject', '')}\n{text_of(message)}",
+            envelope={"rcpt": rcpt, "from": mail_from},
+        )
+        seen.json_error = "a mail has no JSON body"
+        found = self.identify.read(seen)
+        return Attempt(
+            credential_id=credential.credential_id,
+            destination=found.values["destination"] or rcpt,
+            run_id=found.values["run"],
+            delivery_id=found.values["delivery"],
+            idempotency_key=_header(message, "Message-ID"),
+            payload_hash=payload_hash(raw),
+            recognizer=found.values["recognizer"] or find_recognizer(text),
+            reason=found.unattributed(("run",)),
+            sent=raw,
+        )
 
     # -- the mailbox over HTTP -------------------------------------------------------------
 
@@ -346,4 +392,10 @@ SPEC = PresetSpec(
         ),
     ),
     factory=_build,
+    identify=Identify.of(
+        run=["header:X-Run-Id"],
+        destination=["envelope:rcpt"],
+        delivery=["header:X-Delivery-Id"],
+        recognizer=["header:X-Recognizer", r"regex:ch-[0-9a-f]{12}"],
+    ),
 )

@@ -18,6 +18,12 @@ https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-w
   is processed again, ``expired_then_accepted``. With ``dedupe`` off every delivery is
   processed (``fresh``), as a naive receiver does. Ids are scoped to the endpoint
   (destination).
+- Any JSON body is taken (an object, an array, a string), posted to any path: the path is
+  the endpoint (``POST /hooks/orders`` is destination ``hooks/orders``); the harness's own
+  ``POST /v1/messages`` with a ``destination`` field still works (the default
+  identification rule reads ``json:/destination`` first, then ``path:/{destination:path}``).
+  The spec's headers are all a sender needs; run and the user's own id are read by the
+  ``Identify`` rule (``X-Run-Id``/``run_id`` by default), never required.
 - The sender's way to check after a timeout is the receiver's own record:
   ``GET /v1/deliveries`` (bearer; only destinations in the caller's scope) lists every
   delivery that reached the handler, duplicates marked by their outcome.
@@ -44,6 +50,7 @@ from fake_providers._app import (
     json_response,
 )
 from fake_providers._credentials import Credential
+from fake_providers._identify import Identify, Seen
 from fake_providers._options import seconds, switch
 from fake_providers._records import ACCEPTED_OUTCOMES
 
@@ -77,27 +84,67 @@ class Webhook(MessagePreset):
         return True
 
     def extra_routes(self) -> list[Route]:
-        return [Route("/v1/deliveries", ("GET",), self.deliveries)]
+        return [
+            Route("/v1/deliveries", ("GET",), self.deliveries),
+            # The receiving endpoint: any path (the spec leaves URLs to the receiver).
+            Route("/<path:endpoint>", ("POST",), self.core.handle_message),
+        ]
 
-    def authenticate(self, request: Request, raw: bytes) -> Credential | None:
+    def validate(self, incoming: Incoming) -> tuple[int, str, str] | None:
+        if incoming.request.path.startswith("/_admin/"):
+            return 404, "not found", f"{incoming.request.path} is no admin endpoint"
+        return None
+
+    def body_error(self, seen: Seen) -> str | None:
+        """Any JSON value is a payload (the spec: "the payload ... JSON"), not only objects."""
+        return None if seen.json_error is None else f"body must be JSON: {seen.json_error}"
+
+    def text_of(self, seen: Seen) -> str:
+        found = seen.json.get("body") if isinstance(seen.json, dict) else None
+        return found if isinstance(found, str) else seen.text
+
+    def authenticate(self, request: Request, raw: bytes) -> Credential | str:
         if request.headers.get("Authorization"):
-            return self.core.bearer_credential(request)
+            return self.core.bearer_or_reason(request)
         webhook_id = request.headers.get("webhook-id", "")
-        stamp = request.headers.get("webhook-timestamp", "")
-        presented = request.headers.get("webhook-signature", "").split()
+        stamp = request.headers.get("webhook-timestamp")
+        given = request.headers.get("webhook-signature")
+        if stamp is None or given is None:
+            missing = [
+                h
+                for h, v in (("webhook-timestamp", stamp), ("webhook-signature", given))
+                if v is None
+            ]
+            return (
+                f"no {' or '.join(missing)} header, and no Authorization: Bearer; a Standard"
+                " Webhooks delivery is signed (webhook-id, webhook-timestamp, webhook-signature)"
+            )
+        presented = given.split()
         try:
             sent_at = int(stamp)
         except ValueError:
-            return None
-        if abs(self.core.now() - sent_at) > self.options["tolerance_s"]:
-            return None
+            return f"webhook-timestamp {stamp!r} is not an integer (Unix seconds)"
+        skew = self.core.now() - sent_at
+        if abs(skew) > self.options["tolerance_s"]:
+            return (
+                f"webhook-timestamp {stamp} is {abs(skew):.0f} s"
+                f" {'behind' if skew > 0 else 'ahead of'} the provider clock;"
+                f" tolerance_s is {self.options['tolerance_s']:g}"
+            )
         found: Credential | None = None
         for credential in self.core.credentials.values():
             expected = sign(credential.secret, webhook_id, stamp, raw).encode()
             for candidate in presented:
                 if hmac.compare_digest(expected, candidate.encode()):
                     found = credential
-        return found
+        if found is not None:
+            return found
+        versions = sorted({c.partition(",")[0] for c in presented}) or ["none"]
+        return (
+            "webhook-signature matches no credential: expected v1,<base64 HMAC-SHA256 of"
+            " '{webhook-id}.{webhook-timestamp}.{body}'>"
+            f" (got version(s) {', '.join(versions)}; the body must be signed exactly as sent)"
+        )
 
     def decide(self, incoming: Incoming) -> Reply:
         core = self.core
@@ -129,7 +176,7 @@ class Webhook(MessagePreset):
             fault=incoming.fault_name,
             provider_message_id=delivery,
             save=True,
-            content=str(incoming.body["body"]),
+            content=incoming.text,
         )
 
     def deliveries(self, request: Request) -> Reply:
@@ -176,4 +223,10 @@ SPEC = PresetSpec(
         seconds("tolerance_s", default=300, help="accepted webhook-timestamp skew"),
     ),
     factory=_build,
+    identify=Identify.of(
+        run=["json:/run_id", "header:X-Run-Id"],
+        destination=["json:/destination", "path:/{destination:path}"],
+        delivery=["json:/delivery_id", "header:X-Delivery-Id"],
+        recognizer=["json:/recognizer", r"regex:ch-[0-9a-f]{12}"],
+    ),
 )

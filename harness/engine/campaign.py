@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
+from harness._provider_reasons import reason_notes
 from harness.clock import SharedClock, start_for_seed
 from harness.engine import _db, _faketime, _provider_watch, _scratch, _secrets
 from harness.engine import credentials as credentials_mod
@@ -528,6 +529,8 @@ def run_case(
             _provider_watch.abandon(ctx, case, lost)
         else:
             _check_epoch(ctx, provider, epoch)
+            with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
+                ctx.notes.extend(reason_notes(provider.admin.effects(epoch=epoch)))
         ctx.tear_down()
         policy = Policy(
             key_window_s=base_config.key_window_s,
