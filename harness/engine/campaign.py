@@ -23,7 +23,6 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
-from harness._provider_reasons import reason_notes
 from harness.clock import SharedClock, start_for_seed
 from harness.engine import _db, _faketime, _provider_watch, _scratch, _secrets
 from harness.engine import credentials as credentials_mod
@@ -32,6 +31,7 @@ from harness.engine._case import ANOMALIES, CaseContext, Landing, StepRecord
 from harness.engine._case_result import CaseResult
 from harness.engine._lifeline import LifelineCut
 from harness.engine._plan import default_cases, validate_cases
+from harness.engine._provider_reasons import reason_notes
 from harness.engine.lifecycle import Lifecycle
 from harness.engine.schedule import CaseSpec, Step
 from harness.engine.settle import Settle
