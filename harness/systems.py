@@ -37,10 +37,13 @@ class System:
     #: for a mutant that only a particular fault exposes: the built-in scenario that does
     #: (None: the default certify campaign catches it)
     catching_scenario: str | None = None
+    #: the provider presets this system's worker speaks (None: any; a worker of its own
+    #: speaks whatever its scenario names); the reference's are its adapters
+    presets: tuple[str, ...] | None = None
 
 
 def _reference() -> System:
-    from harness.reference import schema, snapshot, worker
+    from harness.reference import adapters, schema, snapshot, worker
 
     def prepare(engine: Engine) -> None:
         schema.Base.metadata.create_all(engine)
@@ -51,6 +54,7 @@ def _reference() -> System:
         main=worker.main,
         prepare=prepare,
         read_ledger=snapshot.read_ledger,
+        presets=adapters.PRESETS,
     )
 
 
@@ -107,6 +111,7 @@ def command_system(
         prepare=prepare or ref.prepare,
         read_ledger=read_ledger or ref.read_ledger,
         boundaries=boundaries,
+        presets=ref.presets if _is_reference_program(argv) else None,
     )
 
 

@@ -1,7 +1,10 @@
 """Provider faults: the usual ways a provider fails, set on the fake before workers start.
 
-``:N`` picks the N-th send of the case (default 1). ``provider_accept_then_drop`` records the
-effect and cuts the connection before any reply: the hard case seen from the provider side.
+``:N`` picks the N-th send of the case (default 1). With several providers
+(``[provider.NAME]``), ``@NAME`` says which one fails (``provider_5xx@mail:2``: the 2nd send
+to ``mail``); without it, the first provider the scenario names.
+``provider_accept_then_drop`` records the effect and cuts the connection before any reply:
+the hard case seen from the provider side.
 ``provider_slow:DURATION`` handles the case's first send at once (the effect is in the log)
 and holds its reply that long, whatever other fault that send was due: below the worker's
 request timeout (1 s) a slow success, above it a reply that comes after the worker gave up
@@ -56,7 +59,7 @@ def _slow_prepare(ctx: CaseContext, step: Step) -> None:
     # race the first send may be one of theirs, and the reply must be held whichever send
     # comes first, or a replay could differ.
     rule = FaultRule(fault="timeout", hold_s=delay, then="reply", nth=1)
-    ctx.add_provider_rule(rule)
+    ctx.add_provider_rule(rule, provider=step.provider)
 
 
 def _hold_prepare(ctx: CaseContext, step: Step) -> None:
@@ -66,12 +69,12 @@ def _hold_prepare(ctx: CaseContext, step: Step) -> None:
         raise BadInputError(f"{step}: {exc}") from None
     # held *before* it is processed: the effect lands when the hold ends (on the case clock
     # too), so the case drains its epoch before it is judged (``campaign._drain``)
-    ctx.add_provider_rule(FaultRule(fault="slow", delay_s=delay, nth=1))
+    ctx.add_provider_rule(FaultRule(fault="slow", delay_s=delay, nth=1), provider=step.provider)
 
 
 def _rule(make: Callable[[int], FaultRule]) -> Callable[[CaseContext, Step], None]:
     def prepare(ctx: CaseContext, step: Step) -> None:
-        ctx.add_provider_rule(make(_nth(step)))
+        ctx.add_provider_rule(make(_nth(step)), provider=step.provider)
 
     return prepare
 
@@ -89,11 +92,13 @@ def confirm(
     own fault rules (a default 503, say) are other rules and cannot stand in for this one.
     """
     rule = ctx.step_rules.get(index)
-    position = None if rule is None else ctx.rule_position(rule)
+    position = None if rule is None else ctx.rule_position(rule, provider=step.provider)
     if rule is None or position is None:
         return False, "no provider rule was set for this step"
+    name = ctx.provider_name(step.provider)
+    effects = [e for e in effects if not e.provider or e.provider == name]
     try:
-        stats = ctx.provider.admin.fault_stats()
+        stats = ctx.provider_named(step.provider).admin.fault_stats()
     except Exception as exc:  # the provider is the only witness: without it, unconfirmed
         return False, f"the provider could not say whether it applied the fault: {exc}"
     if position >= len(stats):
@@ -102,7 +107,8 @@ def confirm(
     if int(entry.get("fired", 0)) >= 1:
         seen = [e for e in effects if e.fault == rule.fault]
         where = f"; e.g. record #{seen[0].seq} to {seen[0].destination}" if seen else ""
-        return True, f"the provider applied {rule.fault} to {entry['fired']} request(s){where}"
+        who = f"provider {name}" if len(ctx.providers) > 1 else "the provider"
+        return True, f"{who} applied {rule.fault} to {entry['fired']} request(s){where}"
     matched = int(entry.get("matched", 0))
     if matched >= rule.nth:
         return False, (
@@ -125,6 +131,7 @@ def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> Faul
         arg_help="which send of the case (default 1)",
         confirm=confirm,
         check_arg=_check_nth,
+        names_provider=True,
     )
 
 
@@ -160,6 +167,7 @@ FAULTS = (
         arg_help=f"how long: {DURATION_HELP}, at most {MAX_SLOW_S:g}s (default {DEFAULT_SLOW_S}s)",
         check_arg=_check_slow,
         confirm=confirm,
+        names_provider=True,
     ),
     FaultSpec(
         id="provider_hold",
@@ -170,5 +178,6 @@ FAULTS = (
         arg_help=f"how long: {DURATION_HELP}, at most {MAX_SLOW_S:g}s (default {DEFAULT_SLOW_S}s)",
         check_arg=_check_slow,
         confirm=confirm,
+        names_provider=True,
     ),
 )

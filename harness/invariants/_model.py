@@ -115,6 +115,9 @@ class EffectRow:
     fault: str | None = None
     credential_id: str | None = None
     status_code: int | None = None
+    #: the provider that logged it (``[provider.NAME]``; a single ``[provider]`` is named
+    #: after its preset); "" for a row built by hand
+    provider: str = ""
 
     @property
     def accepted(self) -> bool:
@@ -132,6 +135,7 @@ class EffectRow:
             "fault": self.fault,
             "credential_id": self.credential_id,
             "received_at": self.received_at,
+            **({"provider": self.provider} if self.provider else {}),
         }
 
 
@@ -185,6 +189,9 @@ class Policy:
     #: the provider preset the case ran against: which normal form says two destination
     #: spellings are one recipient (``harness.destinations``); None: the opaque-id form
     surface: str | None = None
+    #: the case's providers by name when it has several (``harness._providers``): effects
+    #: are counted per (run, destination) across all of them; empty: one provider
+    providers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

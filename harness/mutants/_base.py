@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Engine
 
-from harness.reference import schema, snapshot
+from harness.reference import adapters, schema, snapshot
 from harness.reference.worker import ReferenceWorker
 from harness.systems import System
 from harness.worker_config import WorkerConfig
@@ -36,4 +36,5 @@ def mutant_system(
         expected_violation=expected_violation,
         catching_scenario=catching_scenario,
         config_overrides=config_overrides or {},
+        presets=adapters.PRESETS,  # a reference worker: its adapters are all it speaks
     )
