@@ -20,6 +20,11 @@ from harness.invariants._model import CheckResult, Observation, Status, need, re
 NAME = "exactly_once_effect"
 
 
+def _providers(duplicate: dict[str, object]) -> list[str]:
+    found = duplicate.get("providers")
+    return [str(p) for p in found] if isinstance(found, list) else []
+
+
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
@@ -67,7 +72,7 @@ def check(obs: Observation) -> CheckResult:
         parts = []
         if duplicates:
             respelled = sum(1 for d in duplicates if "spellings" in d)
-            through = sorted({p for d in duplicates for p in d.get("providers", ())})
+            through = sorted({p for d in duplicates for p in _providers(d)})
             parts.append(
                 f"{len(duplicates)} destination(s) received more than one effect"
                 + (f" ({respelled} under two or more spellings)" if respelled else "")
