@@ -98,6 +98,9 @@ class CaseResult:
     #: why nothing in this case can be decided, whatever its invariants say (its provider
     #: died under it, or was gone before it could run); None for a case judged as usual
     undecided_because: str | None = None
+    #: with several providers: provider name -> (accepted effects, requests logged), in the
+    #: scenario's order; empty with one provider
+    by_provider: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def all_landed(self) -> bool:
@@ -118,7 +121,11 @@ class CaseResult:
             "hit": self.spec.hit,
             "verdict": self.verdict.value,
             "invariants": {k: v.to_json() for k, v in self.invariants.items()},
-            "effects": {"intended": self.intended, "accepted": self.accepted},
+            "effects": {
+                "intended": self.intended,
+                "accepted": self.accepted,
+                **({"by_provider": self.by_provider} if self.by_provider else {}),
+            },
             "replay": self.replay,
             "steps": [str(s) for s in self.spec.steps],
             "landings": [r.to_json() for r in self.step_records],
@@ -379,7 +386,8 @@ class Campaign:
                     )
                 if spec.window_s is not None and not adapters.takes_window(preset):
                     raise BadInputError(f"preset {preset!r} has no dedupe window (window_s)")
-                log = "provider-effects.sqlite" if index == 0 else f"provider-{spec.name}.sqlite"
+                tail = "" if index == 0 else f"-{spec.name}"
+                log = f"provider-effects{tail}.sqlite"
                 provider = self._stack.enter_context(
                     ProviderProcess.start(
                         log_path=self.workdir / log,
@@ -832,7 +840,20 @@ def run_case(
         step_records=list(ctx.steps),
         ledger=_given_ledger(settings, target),
         undecided_because=None if lost is None else f"{lost} during the case",
+        by_provider=_by_provider(list(named), observation.effects) if len(named) > 1 else {},
     )
+
+
+def _by_provider(
+    names: list[str], effects: tuple[EffectRow, ...] | None
+) -> dict[str, dict[str, int]]:
+    """Each provider's share of the case's effects: accepted, and every request it logged."""
+    out = {name: {"accepted": 0, "requests": 0} for name in names}
+    for eff in effects or ():
+        counts = out.setdefault(eff.provider, {"accepted": 0, "requests": 0})
+        counts["requests"] += 1
+        counts["accepted"] += int(eff.accepted)
+    return out
 
 
 def _drive(ctx: CaseContext, case: CaseSpec) -> None:

@@ -30,6 +30,10 @@ _STEP = re.compile(
 )
 
 
+#: the faults that may name the provider they hit (``provider_5xx@mail``)
+PROVIDER_FAULT_PREFIX = "provider_"
+
+
 @dataclass(frozen=True)
 class Step:
     fault: str
@@ -52,6 +56,10 @@ class Step:
     @classmethod
     def parse(cls, text: str) -> Step:
         m = _STEP.match(text)
+        # ``@NAME`` with no ``#HIT`` names a provider, which only a provider fault hits:
+        # ``crash@after_claim`` is a place missing its hit, and said so
+        if m and m.group("provider") and not m.group("fault").startswith(PROVIDER_FAULT_PREFIX):
+            m = None
         if not m:
             raise BadInputError(
                 f"case step {text!r} is not FAULT[@BOUNDARY#HIT][:ARG] (e.g. crash@after_claim#1)"
