@@ -34,7 +34,7 @@ from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS, FaultSpec
 from harness.faults._args import ArgError
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
-from harness.invariants._model import NOT_JUDGED
+from harness.invariants._model import NOT_JUDGED, ProviderPolicy
 from harness.lifecycle import Lifecycle
 from harness.reference import adapters
 from harness.schedule import CaseSpec, Step
@@ -767,6 +767,7 @@ def run_case(
             provider_window_s=provider_window_s(provider, settings),
             surface=comparison_surface(presets),
             providers=tuple(named) if len(named) > 1 else (),
+            per_provider=_per_provider(settings, named) if len(named) > 1 else {},
         )
         events = trace_store.read(ctx.trace_path)
         # in the order they were started, not the order they happened to end (racers): two
@@ -842,6 +843,22 @@ def run_case(
         undecided_because=None if lost is None else f"{lost} during the case",
         by_provider=_by_provider(list(named), observation.effects) if len(named) > 1 else {},
     )
+
+
+def _per_provider(
+    settings: CampaignSettings, named: dict[str, ProviderProcess]
+) -> dict[str, ProviderPolicy]:
+    """Each provider's own promise (keys, lookup, window), for checkers that judge by it."""
+    specs = {spec.name: spec for spec in settings.provider_specs()}
+    out = {}
+    for name, each in named.items():
+        spec = specs.get(name) or ProviderSpec(name=name, preset=each.preset)
+        out[name] = ProviderPolicy(
+            keys=adapters.takes_window(spec.preset),
+            lookup=adapters.has_lookup(spec.preset),
+            window_s=provider_window_s(each, settings, spec),
+        )
+    return out
 
 
 def _by_provider(

@@ -235,3 +235,28 @@ def test_effects_are_counted_across_providers_in_one_normal_form() -> None:
     result = eo.check(Observation({"r1": ()}, ledger, effects, policy=policy))
     assert result.status is Status.FAIL
     assert "through provider hooks, mail" in result.summary
+
+
+def test_each_provider_is_judged_by_its_own_window() -> None:
+    """A key reused 400 s after its first use is inside the payments API's 24 h window: the
+    queue's 5 minutes beside it must not blame that retry."""
+    from harness.invariants import retry_within_window as rw
+    from harness.invariants._model import ProviderPolicy
+
+    effects = (
+        EffectRow(1, "a@x", "r1", "d1", "k1", "failed_by_fault", received_at=0.0, provider="pay"),
+        EffectRow(2, "a@x", "r1", "d1", "k1", "fresh", received_at=400.0, provider="pay"),
+        EffectRow(1, "b@x", "r1", "d2", "k2", "fresh", received_at=0.0, provider="queue"),
+    )
+    per = {
+        "queue": ProviderPolicy(keys=True, lookup=False, window_s=300.0),
+        "pay": ProviderPolicy(keys=True, lookup=True, window_s=86_400.0),
+    }
+    policy = Policy(1.0, (1.0,), 3, 1.0, provider_window_s=300.0, providers=("queue", "pay"))
+    ledger = LedgerSnapshot(frozenset(), {}, (), frozenset(), ())
+    judged_as_one = rw.check(Observation({"r1": ()}, ledger, effects, policy=policy))
+    assert judged_as_one.status is Status.FAIL  # what one window for all would say
+    each = Policy(**{**policy.__dict__, "per_provider": per})
+    result = rw.check(Observation({"r1": ()}, ledger, effects, policy=each))
+    assert result.status is Status.PASS, result.summary
+    assert set(result.evidence["by_provider"]) == {"queue", "pay"}

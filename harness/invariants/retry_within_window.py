@@ -40,7 +40,15 @@ from __future__ import annotations
 from typing import Any
 
 from harness.invariants._evidence import detail_of, effect_evidence
-from harness.invariants._model import CheckResult, EffectRow, Observation, Policy, Status, need
+from harness.invariants._model import (
+    CheckResult,
+    EffectRow,
+    Observation,
+    Policy,
+    Status,
+    each_provider,
+    need,
+)
 
 NAME = "retry_within_window"
 
@@ -158,6 +166,9 @@ def _forgotten_by_restore(
 
 
 def check(obs: Observation) -> CheckResult:
+    several = each_provider(obs, check)  # each provider judged by its own promise
+    if several is not None:
+        return several
     effects = need(obs.effects, "provider effect log")
     policy = obs.policy
     if policy is not None and not policy.provider_keys:
