@@ -91,3 +91,17 @@ NAIVE = simple_system(
     boundaries=["after_send", "between_sends"],
     prepare=_create,
 )
+
+
+def _one_webhook(config: WorkerConfig) -> None:
+    """Every job to the campaign's one provider, a Standard Webhooks receiver."""
+    endpoint = next(iter(config.providers.values()))
+    for job in jobs(config):
+        _send(config, endpoint.name, job, job.idempotency_key)
+        boundary("after_send")
+
+
+#: a system of one's own that speaks the ``webhook`` preset (the reference has no adapter)
+WEBHOOK = simple_system(
+    _one_webhook, name="tests._two_providers:WEBHOOK", boundaries=["after_send"]
+)

@@ -260,3 +260,35 @@ def test_each_provider_is_judged_by_its_own_window() -> None:
     result = rw.check(Observation({"r1": ()}, ledger, effects, policy=each))
     assert result.status is Status.PASS, result.summary
     assert set(result.evidence["by_provider"]) == {"queue", "pay"}
+
+
+def test_a_webhook_scenario_for_a_simple_system_checks_and_runs(tmp_path: Path) -> None:
+    """The done-when of issue 24: ``preset = "webhook"`` with a ``simple_system``."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    path = tmp_path / "hook.toml"
+    path.write_text(
+        '[scenario]\nsystem = "tests._two_providers:WEBHOOK"\nseed = 3\n'
+        '[provider]\npreset = "webhook"\n'
+        '[cases]\nmode = "list"\nlist = ["baseline", "crash@after_send#1"]\n'
+    )
+    check = subprocess.run(
+        [sys.executable, "-m", "harness", "scenarios", "check", str(path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    ran = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path), "--report-dir", str(tmp_path / "r")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert [c["verdict"] for c in report["cases"]] == ["pass", "pass"]
