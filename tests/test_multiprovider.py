@@ -64,7 +64,7 @@ def test_a_crash_between_two_providers_sends_counts_both(tmp_path: Path) -> None
     cases = _run(
         tmp_path,
         "tests._two_providers:CORRECT",
-        ["baseline", "crash@between_sends#1", "crash@after_send#1"],
+        ["baseline", "crash@between_sends#1", "crash@after_send#1", "restore_backup@after_send#3"],
     )
     for case_id, case in cases.items():
         assert case["verdict"] == "pass", (case_id, case["notes"], case["invariants"])
