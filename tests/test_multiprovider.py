@@ -5,12 +5,13 @@ resend blamed on the provider it reached, faults on the provider they name."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from harness import scenario
-from harness.campaign import CampaignSettings, run_campaign
+from harness.campaign import CampaignResult, CampaignSettings, run_campaign
 from harness.errors import BadInputError
 from harness.invariants import EffectRow, Observation, Policy, Status
 from harness.invariants import exactly_once_effect as eo
@@ -77,8 +78,21 @@ def test_a_crash_between_two_providers_sends_counts_both(tmp_path: Path) -> None
     assert all(r["landing"] == "landed" for r in cases["crash@between_sends#1"]["landings"])
 
 
+def _result(tmp_path: Path, system: str, cases: list[str]) -> CampaignResult:
+    sc = _scenario(tmp_path, system, cases)
+    settings = CampaignSettings(
+        system=sc.checked_system(),
+        seed=sc.seed or 0,
+        cases=list(sc.cases),
+        workdir=tmp_path / "work",
+        **sc.campaign_fields(),
+    )
+    return run_campaign(settings)
+
+
 def test_a_resend_on_restart_fails_exactly_once_naming_the_provider(tmp_path: Path) -> None:
-    cases = _run(tmp_path, "tests._two_providers:NAIVE", ["crash@after_send#1"])
+    result = _result(tmp_path, "tests._two_providers:NAIVE", ["crash@after_send#1"])
+    cases = {c.spec.id: c.to_json() for c in result.cases}
     case = cases["crash@after_send#1"]
     assert case["verdict"] == "fail"
     check = case["invariants"]["exactly_once_effect"]
@@ -88,6 +102,21 @@ def test_a_resend_on_restart_fails_exactly_once_naming_the_provider(tmp_path: Pa
     assert dup["providers"] == ["hooks"]
     assert {e["provider"] for e in dup["effects"]} == {"hooks"}
     assert case["effects"]["by_provider"]["hooks"]["accepted"] == 3
+    # every report format shows each provider's effects apart
+    from harness.reports import schema_errors, to_json, write_all
+
+    report = to_json(result)
+    assert schema_errors(report) == []
+    paths = write_all(report, tmp_path / "r")
+    markdown = paths["md"].read_text()
+    assert re.search(r"effect hooks#\d+ repeats hooks#\d+", markdown), markdown
+    assert "hooks: 3 accepted of 3 request(s), pay: 2 accepted of 2 request(s)" in markdown
+    assert "hooks: 3 accepted" in paths["junit"].read_text()
+    page = paths["html"].read_text()
+    assert re.search(r'id="[^"]*-effect-hooks-\d+"', page)
+    labels = [e["label"] for e in report["cases"][0]["timeline"] if e["kind"] == "effect"]
+    assert any(label.endswith(" at pay") for label in labels), labels
+    assert any(label == "fresh (duplicate) at hooks" for label in labels), labels
 
 
 @pytest.mark.parametrize(("named", "other"), [("pay", "hooks"), ("hooks", "pay")])
