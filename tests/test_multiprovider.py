@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,16 +49,8 @@ def _scenario(tmp_path: Path, system: str, cases: list[str]) -> scenario.Scenari
     return scenario.load(path)
 
 
-def _run(tmp_path: Path, system: str, cases: list[str]) -> dict[str, dict]:
-    sc = _scenario(tmp_path, system, cases)
-    settings = CampaignSettings(
-        system=sc.checked_system(),
-        seed=sc.seed or 0,
-        cases=list(sc.cases),
-        workdir=tmp_path / "work",
-        **sc.campaign_fields(),
-    )
-    result = run_campaign(settings)
+def _run(tmp_path: Path, system: str, cases: list[str]) -> dict[str, dict[str, Any]]:
+    result = _result(tmp_path, system, cases)
     return {c.spec.id: c.to_json() for c in result.cases}
 
 
