@@ -314,3 +314,35 @@ def test_a_webhook_scenario_for_a_simple_system_checks_and_runs(tmp_path: Path) 
     assert ran.returncode == 0, ran.stdout + ran.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert [c["verdict"] for c in report["cases"]] == ["pass", "pass"]
+
+
+def test_each_providers_epoch_is_audited_and_named() -> None:
+    """A reset of the second provider's epoch that the harness did not make is evidence
+    against the case, and the note names that provider."""
+    from harness import _provider_watch
+    from harness.campaign import _check_epoch
+
+    class _Admin:
+        def audit(self, epoch: int) -> dict[str, Any]:
+            return {"current_epoch": epoch + 1, "intact": True}
+
+    class _Provider:
+        preset = "chat"
+        admin = _Admin()
+
+    class _Ctx:
+        def __init__(self, providers: dict[str, Any]) -> None:
+            self.providers = providers
+            self.notes: list[str] = []
+            self.provider_doubts: list[str] = []
+            self.recorded: list[str] = []
+
+        def record(self, event: str, **detail: Any) -> None:
+            self.recorded.append(event)
+
+    talk = _Provider()
+    _provider_watch.name(talk, "talk")  # type: ignore[arg-type]
+    ctx = _Ctx({"pay": object(), "talk": talk})
+    _check_epoch(ctx, talk, 4)  # type: ignore[arg-type]
+    assert ctx.provider_doubts == ["provider talk's epoch moved from 4 to 5"]
+    assert ctx.recorded == ["provider_epoch_changed"]
