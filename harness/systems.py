@@ -2,8 +2,8 @@
 
 A ``System`` bundles what the harness needs to drive a worker: its entry point, the
 boundaries it declares, how to create its schema, how to read its ledger, and what it
-declares of itself that a fault or a checker must know (where its roster lives, the facts
-of the provider presets it speaks).
+declares of itself that a fault or a checker must know (where its roster lives, which
+provider presets it speaks and the facts of those presets it relies on).
 
 The harness finds every system the same way: by a ``module:attr`` string. Its own subjects
 (the reference and the mutants, in ``harness.reference`` and ``harness.mutants``) are named
@@ -58,6 +58,9 @@ class System:
     #: the provider presets' facts as this system relies on them (None, or a preset not
     #: listed: ``harness.presets.PRESETS``)
     presets: Mapping[str, PresetFacts] | None = None
+    #: the provider presets this system's worker speaks (None: any; a worker of its own
+    #: speaks whatever its scenario names); the reference's are its adapters
+    speaks: tuple[str, ...] | None = None
 
 
 def _subject(name: str) -> System:
@@ -130,6 +133,7 @@ def command_system(
         read_ledger=read_ledger or _reference_part(ref).read_ledger,
         boundaries=boundaries,
         presets=ref.presets if ref is not None else None,
+        speaks=_subject("reference").speaks if _is_reference_program(argv) else None,
     )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness.clock import SharedClock
@@ -18,6 +20,45 @@ ENV_VAR = "CRASH_HARNESS_WORKER"
 SECRET_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRET"
 #: the secrets of narrowed credentials, ``{credential_id: secret}`` as JSON (never in argv)
 SECRETS_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRETS"
+#: per named provider: ``CRASH_HARNESS_PROVIDER_<NAME>_URL`` (and ``_SMTP_PORT``,
+#: ``_PRESET``, ``_CREDENTIAL_ID``, ``_SECRET``), NAME upper-cased, ``-`` as ``_``
+PROVIDER_ENV_PREFIX = "CRASH_HARNESS_PROVIDER_"
+
+
+def provider_env_name(name: str) -> str:
+    """A provider's name as it appears in its environment variables: ``queue-fifo`` ->
+    ``QUEUE_FIFO`` (a scenario refuses two names that would collide here)."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+@dataclass(frozen=True)
+class ProviderEndpoint:
+    """One of the case's providers, as a worker reaches it: ``config.providers["mail"]``.
+
+    Every provider of a campaign grants the same credentials; ``credential`` is the worker's
+    default one (the same as ``WorkerConfig.credential_secret``), never printed."""
+
+    name: str
+    preset: str
+    #: the provider's base URL for this case (its epoch in the path)
+    url: str
+    #: the SMTP port (preset ``smtp`` only)
+    smtp_port: int | None = None
+    credential_id: str = ""
+    credential: str = field(default="", repr=False)
+
+    def env(self) -> dict[str, str]:
+        """This provider's environment variables for an exec'd worker."""
+        stem = PROVIDER_ENV_PREFIX + provider_env_name(self.name)
+        env = {
+            f"{stem}_URL": self.url,
+            f"{stem}_PRESET": self.preset,
+            f"{stem}_CREDENTIAL_ID": self.credential_id,
+            f"{stem}_SECRET": self.credential,
+        }
+        if self.smtp_port is not None:
+            env[f"{stem}_SMTP_PORT"] = str(self.smtp_port)
+        return env
 
 
 @dataclass(frozen=True)
@@ -62,6 +103,18 @@ class WorkerConfig:
     #: the case's libfaketime offset file (``[worker] fake_time``): an exec'd worker and the
     #: settle hooks tell the time by it; None: real wall time
     fake_time_file: str | None = None
+    #: every provider of the case by name, in the scenario's order (the first is the one
+    #: ``provider_url``/``provider_smtp_port`` name); empty for a config built by hand
+    providers: Mapping[str, ProviderEndpoint] = field(default_factory=dict)
+
+    def provider(self, name: str) -> ProviderEndpoint:
+        """The provider named ``name`` (``[provider.NAME]``), or a clear error naming the
+        ones this case has."""
+        try:
+            return self.providers[name]
+        except KeyError:
+            known = ", ".join(self.providers) or "none (a config built by hand)"
+            raise KeyError(f"no provider named {name!r} in this case; it has: {known}") from None
 
     def clock(self) -> SharedClock:
         return SharedClock(self.clock_path)
@@ -111,8 +164,20 @@ class WorkerConfig:
             "credentials": [
                 {"credential_id": c.credential_id, "scope": list(c.scope)} for c in self.credentials
             ],
+            "providers": [
+                {
+                    "name": p.name,
+                    "preset": p.preset,
+                    "url": p.url,
+                    "smtp_port": p.smtp_port,
+                    "credential_id": p.credential_id,
+                }
+                for p in self.providers.values()
+            ],
         }
         env = {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
+        for endpoint in self.providers.values():
+            env.update(endpoint.env())
         if self.credentials:
             env[SECRETS_ENV_VAR] = json.dumps({c.credential_id: c.secret for c in self.credentials})
         if self.fake_time_file is not None:
@@ -149,4 +214,18 @@ class WorkerConfig:
                 Credential(c["credential_id"], secrets[c["credential_id"]], tuple(c["scope"]))
                 for c in narrowed
             ),
+            providers={
+                p["name"]: ProviderEndpoint(
+                    name=p["name"],
+                    preset=p["preset"],
+                    url=p["url"],
+                    smtp_port=p.get("smtp_port"),
+                    credential_id=p.get("credential_id", ""),
+                    credential=os.environ.get(
+                        f"{PROVIDER_ENV_PREFIX}{provider_env_name(p['name'])}_SECRET",
+                        os.environ[SECRET_ENV_VAR],
+                    ),
+                )
+                for p in data.get("providers") or ()
+            },
         )

@@ -213,3 +213,65 @@ def test_a_case_lost_with_its_provider_is_inconclusive_never_a_gap_or_a_pass() -
     assert outcome.undecided == [f"crash@after_claim#1: {lost}"]
     held = judge(report, Expectation(hold=("exactly_once_effect",)))
     assert held.status is ExitStatus.INCONCLUSIVE, held.message
+
+
+_TWO_PROVIDERS = """\
+[scenario]
+system = "tests._systems:HANGS_ONCE"
+[provider.pay]
+preset = "payments"
+[provider.talk]
+preset = "chat"
+[cases]
+mode = "list"
+list = ["baseline", "crash@after_claim#1"]
+"""
+
+
+def test_the_second_of_two_providers_is_watched_too(tmp_path: Path) -> None:
+    """Several providers (``[provider.NAME]``): SIGKILL the second one while the first case's
+    worker runs. That case is unknown with a note naming that provider, it is restarted on
+    its log, and the next case passes; exit 3, nothing left behind."""
+    scenario = tmp_path / "two.toml"
+    scenario.write_text(_TWO_PROVIDERS)
+    fifo = tmp_path / "ready.fifo"
+    os.mkfifo(fifo)
+    marker = uuid.uuid4().hex
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        CH_TEST_READY_FIFO=str(fifo),
+        CH_TEST_HANGS_ONCE_MARKER=str(tmp_path / "hung-once"),
+        CH_TEST_MARKER=marker,
+    )
+    out = tmp_path / "r"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", str(scenario), "--report-dir", str(out)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_ready(fifo, 120)
+        both = _providers(processes_with(marker))
+        assert len(both) == 2, both
+        (chat,) = [p for p in both if b"chat" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        os.kill(chat, signal.SIGKILL)
+        stdout, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in stdout + err
+    assert proc.returncode == 3, stdout + err
+    report = json.loads((out / "report.json").read_text())
+    first, second = report["cases"]
+    assert first["verdict"] == "unknown"
+    said = " ".join(first["notes"])
+    assert f"provider talk (pid {chat})" in said, said
+    assert "SIGKILL" in said, said
+    assert second["verdict"] == "pass", second["notes"]
+    left = [p for p in processes_with(marker) if p != os.getpid()]
+    assert left == [], left

@@ -143,6 +143,13 @@ class CaseContext:
     #: what someone other than the harness did to the provider during the case (a reset,
     #: an edit of its log): the case cannot pass
     provider_doubts: list[str] = field(default_factory=list)
+    #: every provider of the case by name, the first being ``provider`` (empty: ``provider``
+    #: alone, for a context built by hand); each has its own epoch and fault rules
+    providers: dict[str, ProviderProcess] = field(default_factory=dict)
+    #: provider name -> the epoch the harness opened on it for this case
+    provider_epochs: dict[str, int] = field(default_factory=dict)
+    #: provider name -> its armed rules (the first provider's list is ``provider_rules``)
+    rules_by_provider: dict[str, list[FaultRule]] = field(default_factory=dict)
     _torn_down: bool = False
     _spawned: int = 0
     #: daemon worker name -> what the trace and the provider held when it was spawned
@@ -171,7 +178,7 @@ class CaseContext:
         name = f"w{self._spawned}"
         if self.lifecycle.daemon:  # what was there before it, so its first sign shows
             self._marks[name] = SpawnMarks(
-                _size(self.trace_path), len(self.case_effects()), time.monotonic()
+                _size(self.trace_path), len(self.all_case_effects()), time.monotonic()
             )
         return self.supervisor.start(
             name,
@@ -243,7 +250,7 @@ class CaseContext:
 
         def read() -> Reading:
             done, output = settle.settled(config)  # the probe first, then the provider's
-            effects = self.case_effects()  # log, so it is at least as fresh
+            effects = self.all_case_effects()  # logs, so they are at least as fresh
             accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
             return Reading(
                 at=time.monotonic(),
@@ -587,9 +594,26 @@ class CaseContext:
         self._step_record = StepRecord(str(step), Landing.UNCONFIRMED, detail)
         self.notes.append(f"{step}: not landed: {detail}")
 
-    def rule_position(self, rule: FaultRule) -> int | None:
-        """Where ``rule`` (this very object) sits among the provider's armed rules."""
-        return next((i for i, r in enumerate(self.provider_rules) if r is rule), None)
+    def provider_name(self, name: str | None = None) -> str:
+        """``name``, or the first provider's name when a step names none."""
+        if name is not None:
+            return name
+        return next(iter(self.providers), "") if self.providers else ""
+
+    def provider_named(self, name: str | None = None) -> ProviderProcess:
+        """The provider a step names (``fault@NAME``); the first one when it names none."""
+        if name is None or not self.providers:
+            return self.provider
+        return self.providers[name]
+
+    def _rules_of(self, name: str | None) -> list[FaultRule]:
+        if name is None or not self.providers or self.provider_named(name) is self.provider:
+            return self.provider_rules
+        return self.rules_by_provider.setdefault(name, [])
+
+    def rule_position(self, rule: FaultRule, *, provider: str | None = None) -> int | None:
+        """Where ``rule`` (this very object) sits among its provider's armed rules."""
+        return next((i for i, r in enumerate(self._rules_of(provider)) if r is rule), None)
 
     def hits_of(self, worker: RunningWorker, boundary: str | None) -> int:
         """How many times any process of ``worker`` reached ``boundary`` (from the trace)."""
@@ -636,22 +660,35 @@ class CaseContext:
         self.record("clock_jump", seconds=seconds, reason=reason)
 
     def case_effects(self) -> list[Effect]:
-        """The provider's records of this case's epoch, by number (never "the current one":
-        a worker that reset the provider must not empty the evidence)."""
+        """The first provider's records of this case's epoch, by number (never "the current
+        one": a worker that reset the provider must not empty the evidence)."""
         if self.provider_epoch is None:
             return self.provider.admin.effects()
         return self.provider.admin.effects(epoch=self.provider_epoch)
 
-    def add_provider_rule(self, rule: FaultRule) -> None:
+    def all_case_effects(self) -> list[Effect]:
+        """Every provider's records of this case's epoch (each on its own epoch number)."""
+        if not self.providers:
+            return self.case_effects()
+        found: list[Effect] = []
+        for name, provider in self.providers.items():
+            epoch = self.provider_epochs.get(name)
+            found.extend(provider.admin.effects(epoch=epoch) if epoch is not None else [])
+        return found
+
+    def add_provider_rule(self, rule: FaultRule, *, provider: str | None = None) -> None:
         """Arm a step's provider fault ahead of the workload's own rules: the provider
         applies the first rule that fires, and a planned step must not lose its request to
-        a background fault (it would then never land)."""
+        a background fault (it would then never land). ``provider`` names which one
+        (``fault@NAME``); None: the first."""
+        rules = self._rules_of(provider)
         if self._step_index is None:
-            self.provider_rules.append(rule)
+            rules.append(rule)
         else:
-            self.provider_rules.insert(len(self.step_rules), rule)
+            ahead = sum(1 for r in self.step_rules.values() if any(r is x for x in rules))
+            rules.insert(ahead, rule)
             self.step_rules[self._step_index] = rule
-        self.provider.admin.set_faults(self.provider_rules)
+        self.provider_named(provider).admin.set_faults(rules)
 
     def engine(self) -> Engine:
         return self.target.engine()

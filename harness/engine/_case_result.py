@@ -56,6 +56,9 @@ class CaseResult:
     #: why nothing in this case can be decided, whatever its invariants say (its provider
     #: died under it, or was gone before it could run); None for a case judged as usual
     undecided_because: str | None = None
+    #: with several providers: provider name -> (accepted effects, requests logged), in the
+    #: scenario's order; empty with one provider
+    by_provider: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def all_landed(self) -> bool:
@@ -76,7 +79,11 @@ class CaseResult:
             "hit": self.spec.hit,
             "verdict": self.verdict.value,
             "invariants": {k: v.to_json() for k, v in self.invariants.items()},
-            "effects": {"intended": self.intended, "accepted": self.accepted},
+            "effects": {
+                "intended": self.intended,
+                "accepted": self.accepted,
+                **({"by_provider": self.by_provider} if self.by_provider else {}),
+            },
             "replay": self.replay,
             "steps": [str(s) for s in self.spec.steps],
             "landings": [r.to_json() for r in self.step_records],

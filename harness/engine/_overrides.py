@@ -59,7 +59,7 @@ def _number(field: str, table: str, key: str, value: Any, where: str) -> None:
 def check(field: str, value: Any, *, where: str = "--set ") -> Any:
     """``value`` if a scenario file would accept it for ``field``; else an ``OverrideError``
     naming ``where``, the field, what was expected and what was found."""
-    from harness.engine.scenario import _PRESETS, _SCHEMA
+    from harness.engine.scenario import _SCHEMA, _presets
 
     if field not in SETTABLE:
         raise OverrideError(
@@ -85,9 +85,9 @@ def check(field: str, value: Any, *, where: str = "--set ") -> Any:
             shown = list(item) if isinstance(item, tuple) else item
             _number(f"{field}.{key}", "worker", key, shown, where)
     elif field == "provider_preset":
-        if value not in _PRESETS:
+        if value not in _presets():
             raise OverrideError(
-                f"{where}{field}: expected one of {', '.join(_PRESETS)}, found {value!r}"
+                f"{where}{field}: expected one of {', '.join(_presets())}, found {value!r}"
             )
     elif field == "crash_scope":
         if value not in ("worker", "process"):

@@ -25,8 +25,11 @@ def default_cases(system: System) -> list[CaseSpec]:
     return [CaseSpec()] + [CaseSpec("crash", b, 1) for b in system.boundaries]
 
 
-def validate_cases(system: System, cases: list[CaseSpec]) -> None:
-    """Refuse a plan naming a fault or boundary that does not exist: never a silent no-op."""
+def validate_cases(
+    system: System, cases: list[CaseSpec], providers: list[str] | None = None
+) -> None:
+    """Refuse a plan naming a fault, boundary or provider that does not exist: never a
+    silent no-op. ``providers``: the campaign's provider names (None: not checked here)."""
     for case in cases:
         for step in case.steps:
             spec = FAULTS.get(step.fault)
@@ -44,6 +47,20 @@ def validate_cases(system: System, cases: list[CaseSpec]) -> None:
                 raise BadInputError(f"case {case.id!r}: {step.fault} takes no @BOUNDARY#HIT")
             if step.boundary is not None and step.boundary not in system.boundaries:
                 raise UnknownBoundaryError(step.boundary, system.boundaries)
+            if step.provider is not None and not spec.names_provider:
+                raise BadInputError(
+                    f"case {case.id!r}: {step.fault} takes no @PROVIDER (only provider faults"
+                    " do); a place is @BOUNDARY#HIT"
+                )
+            if (
+                step.provider is not None
+                and providers is not None
+                and step.provider not in providers
+            ):
+                raise BadInputError(
+                    f"case {case.id!r}: step {step}: no provider named {step.provider!r};"
+                    f" expected one of {', '.join(providers)}"
+                )
             if step.arg is not None:
                 _check_arg(case, step, spec)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import weakref
 
 from fake_providers import ProviderProcess
 from fake_providers._errors import ProviderStartError
@@ -31,8 +32,18 @@ from harness.engine.supervisor import DUMP_GRACE_S, OutcomeKind, Supervisor, wai
 DEATH_GRACE_S = 2.0
 
 
+#: the name each campaign gave its providers (``[provider.NAME]``); a provider started
+#: elsewhere is named after its preset
+_NAMES: weakref.WeakKeyDictionary[ProviderProcess, str] = weakref.WeakKeyDictionary()
+
+
+def name(provider: ProviderProcess, called: str) -> None:
+    """Call ``provider`` ``called`` in every note and lifeline about it."""
+    _NAMES[provider] = called
+
+
 def name_of(provider: ProviderProcess) -> str:
-    return f"provider {provider.preset}"
+    return f"provider {_NAMES.get(provider, provider.preset)}"
 
 
 def watch(provider: ProviderProcess, supervisor: Supervisor) -> None:
@@ -77,11 +88,24 @@ def revive(provider: ProviderProcess, supervisor: Supervisor) -> str | None:
     return None
 
 
-def abandon(ctx: CaseContext, case: CaseSpec, lost: str) -> None:
+def first_death(providers: list[ProviderProcess], *, grace_s: float = 0.0) -> str | None:
+    """How the first of ``providers`` found dead ended, or None when all run."""
+    for provider in providers:
+        lost = death(provider, grace_s=grace_s if provider.running else 0.0)
+        if lost is not None:
+            return lost
+    return None
+
+
+def abandon(
+    ctx: CaseContext, case: CaseSpec, lost: str, dead: ProviderProcess | None = None
+) -> None:
     """The provider ended while ``case`` ran: record it, kill every worker still running
     (recorded as stopped by the harness, not as a death of their own), mark the steps not
-    yet done as not run, and restart the provider for the next case."""
-    supervisor, provider = ctx.supervisor, ctx.provider
+    yet done as not run, and restart the provider for the next case. With several
+    providers, ``dead`` is the one that ended (every other one found dead too is restarted)."""
+    supervisor = ctx.supervisor
+    provider = dead if dead is not None else ctx.provider
     supervisor.lifelines.forget(provider.pid)  # seen by a failed call: the pidfd says it too
     ctx.record("provider_lost", provider=name_of(provider), provider_pid=provider.pid, how=lost)
     for worker in supervisor.live_workers:
@@ -95,6 +119,10 @@ def abandon(ctx: CaseContext, case: CaseSpec, lost: str) -> None:
     for step in case.steps[len(ctx.steps) :]:
         ctx.skip_step(step, f"not run: {lost} during the case")
     failed = revive(provider, supervisor)
+    for other in ctx.providers.values():
+        if other is not provider and not other.running:
+            supervisor.lifelines.forget(other.pid)
+            failed = failed or revive(other, supervisor)
     after = (
         f"restarted on its log (pid {provider.pid}) for the next case"
         if failed is None

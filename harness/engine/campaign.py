@@ -32,6 +32,7 @@ from harness.engine._case_result import CaseResult
 from harness.engine._lifeline import LifelineCut
 from harness.engine._plan import default_cases, validate_cases
 from harness.engine._provider_reasons import reason_notes
+from harness.engine._providers import ProviderSpec, comparison_surface
 from harness.engine.lifecycle import Lifecycle
 from harness.engine.schedule import CaseSpec, Step
 from harness.engine.settle import Settle
@@ -42,10 +43,10 @@ from harness.errors import BadInputError
 from harness.faults import FAULTS
 from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
-from harness.invariants._model import NOT_JUDGED
+from harness.invariants._model import NOT_JUDGED, ProviderPolicy
 from harness.presets import PresetFacts, campaign_faults, facts_for
 from harness.systems import System
-from harness.worker_config import WorkerConfig
+from harness.worker_config import ProviderEndpoint, WorkerConfig
 
 #: how long one worker incarnation may run before it is declared hung
 DEFAULT_WORKER_DEADLINE_S = 60.0
@@ -116,6 +117,21 @@ class CampaignSettings:
     #: the campaign (``_db.claim_sqlite``) so a run sharing the file never touches them;
     #: set by ``Campaign``, inherited by its parallel jobs
     sqlite_stem: Path | None = None
+    #: the first provider's name (``[provider.NAME]``); None: its preset's name
+    provider_name: str | None = None
+    #: the scenario's other providers, in its order (``harness.engine._providers``)
+    more_providers: tuple[ProviderSpec, ...] = ()
+
+    def provider_specs(self) -> list[ProviderSpec]:
+        """Every provider of the campaign, the first (the ``provider_*`` fields) first."""
+        first = ProviderSpec(
+            name=self.provider_name or self.provider_preset,
+            preset=self.provider_preset,
+            window_s=self.provider_window_s,
+            options=dict(self.provider_options),
+            faults=self.provider_faults,
+        )
+        return [first, *self.more_providers]
 
 
 @dataclass
@@ -198,6 +214,11 @@ class Campaign:
         _secrets.hand_out(*(c.secret for c in self.credentials))
         self._stack = contextlib.ExitStack()
         self.provider: ProviderProcess | None = None
+        #: every provider by name, the first being ``provider`` (``[provider.NAME]``)
+        self.providers: dict[str, ProviderProcess] = {}
+        #: provider name -> its fault rules as its preset understands them (the scenario's,
+        #: else the workload's default faults)
+        self.provider_faults: dict[str, tuple[dict[str, Any], ...]] = {}
         self.supervisor: Supervisor | None = None
         #: every move of this campaign's provider clock, shared by its cases (timelines)
         self.provider_advances: list[tuple[float, float]] = []
@@ -212,25 +233,40 @@ class Campaign:
             _db.sweep_stale_schemas(self.settings.db_url)
         try:
             self._claim_sqlite()
-            preset = self.settings.provider_preset
-            keyed = preset_facts(self.settings).keyed
-            if self.settings.provider_window_s is not None and not keyed:
-                raise BadInputError(f"preset {preset!r} has no dedupe window (window_s)")
-            self.provider = self._stack.enter_context(
-                ProviderProcess.start(
-                    log_path=self.workdir / "provider-effects.sqlite",
-                    preset=preset,
-                    credentials={
-                        c.credential_id: (c.secret, list(c.scope)) for c in self.credentials
-                    },
-                    window_s=self.settings.provider_window_s,
-                    options=self.settings.provider_options,
+            supports = self.settings.system.speaks
+            for index, spec in enumerate(self.settings.provider_specs()):
+                preset = spec.preset
+                if supports is not None and preset not in supports:
+                    raise BadInputError(
+                        f"system {self.settings.system.name!r} speaks presets"
+                        f" {', '.join(supports)}, not {preset!r} (provider {spec.name!r})"
+                    )
+                facts = facts_for(preset, self.settings.system.presets)
+                if spec.window_s is not None and not facts.keyed:
+                    raise BadInputError(f"preset {preset!r} has no dedupe window (window_s)")
+                tail = "" if index == 0 else f"-{spec.name}"
+                log = f"provider-effects{tail}.sqlite"
+                provider = self._stack.enter_context(
+                    ProviderProcess.start(
+                        log_path=self.workdir / log,
+                        preset=preset,
+                        credentials={
+                            c.credential_id: (c.secret, list(c.scope)) for c in self.credentials
+                        },
+                        window_s=spec.window_s,
+                        options=spec.options,
+                    )
                 )
-            )
-            _secrets.hand_out(self.provider.admin_token)
-            self._speak_preset(preset, self.provider)
+                _provider_watch.name(provider, spec.name)
+                _secrets.hand_out(provider.admin_token)
+                self.providers[spec.name] = provider
+                given = spec.faults if spec.faults is not None else self.workload.provider_faults
+                self.provider_faults[spec.name] = campaign_faults(facts, given)
+            self.provider = next(iter(self.providers.values()))
+            self._speak_preset(self.settings.provider_preset, self.provider)
             self.supervisor = self._stack.enter_context(Supervisor(workdir=self.workdir))
-            _provider_watch.watch(self.provider, self.supervisor)
+            for provider in self.providers.values():
+                _provider_watch.watch(provider, self.supervisor)
         except BaseException:
             self._stack.close()
             raise
@@ -288,7 +324,7 @@ class Campaign:
     def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult:
         assert self.provider is not None, "use `with Campaign(...)`"
         assert self.supervisor is not None
-        validate_cases(self.settings.system, [case])
+        validate_cases(self.settings.system, [case], list(self.providers))
         # a provider that died between cases (or in the last one, and would not restart
         # then) is restarted on its log before this case opens its epoch; one that will not
         # restart now is gone for good. One that dies as the case opens (before any worker
@@ -312,30 +348,37 @@ class Campaign:
                     workdir=self.workdir / slug_prefix if slug_prefix else self.workdir,
                     provider_advances=self.provider_advances,
                     credentials=self.credentials,
+                    providers=self.providers,
+                    faults_by_provider=self.provider_faults,
                 )
             except Exception:
-                if _provider_watch.death(self.provider, grace_s=DEATH_GRACE_S) is None:
+                providers = list(self.providers.values())
+                if _provider_watch.first_death(providers, grace_s=DEATH_GRACE_S) is None:
                     raise
                 continue
             result.notes[:0] = notes
             self._follow_smtp_port()
             return result
-        name = _provider_watch.name_of(self.provider)
+        dead = [p for p in self.providers.values() if not p.running] or [self.provider]
+        name = _provider_watch.name_of(dead[0])
         return not_run(self.settings, case, f"{name} died {OPENING_ATTEMPTS} times as it opened")
 
     def _revive_provider(self) -> str | None:
-        """If the provider is found dead before a case, restart it (a note for that case),
+        """If a provider is found dead before a case, restart it (a note for that case),
         or record that it is gone for good."""
         assert self.provider is not None
         assert self.supervisor is not None
-        if self.provider_gone is not None or self.provider.running:
-            return None
-        lost = _provider_watch.death(self.provider) or _provider_watch.name_of(self.provider)
-        failed = _provider_watch.revive(self.provider, self.supervisor)
-        if failed is not None:
-            self.provider_gone = f"{lost} and could not be restarted ({failed})"
-            return None
-        return f"{lost} before this case; restarted on its log (pid {self.provider.pid})"
+        said: list[str] = []
+        for provider in self.providers.values():
+            if self.provider_gone is not None or provider.running:
+                continue
+            lost = _provider_watch.death(provider) or _provider_watch.name_of(provider)
+            failed = _provider_watch.revive(provider, self.supervisor)
+            if failed is not None:
+                self.provider_gone = f"{lost} and could not be restarted ({failed})"
+                return None
+            said.append(f"{lost} before this case; restarted on its log (pid {provider.pid})")
+        return "; ".join(said) or None
 
     def _follow_smtp_port(self) -> None:
         """A restarted SMTP provider that could not have its old port back: workers of the
@@ -426,8 +469,16 @@ def run_case(
     workdir: Path,
     provider_advances: list[tuple[float, float]] | None = None,
     credentials: tuple[credentials_mod.Credential, ...] | None = None,
+    providers: dict[str, ProviderProcess] | None = None,
+    faults_by_provider: dict[str, tuple[dict[str, Any], ...]] | None = None,
 ) -> CaseResult:
-    """One case, start to verdict: prepare, drive the fault steps, finish, observe, judge."""
+    """One case, start to verdict: prepare, drive the fault steps, finish, observe, judge.
+
+    ``providers``: every provider of the campaign by name, ``provider`` first (None: that
+    one alone); each gets its own epoch, faults, drain and audit."""
+    specs = {spec.name: spec for spec in settings.provider_specs()}
+    first_name = next(iter(specs))
+    named = dict(providers) if providers else {first_name: provider}
     started = time.time()
     case_dir = workdir / case.slug
     if case_dir.exists():
@@ -470,8 +521,27 @@ def run_case(
         # A new epoch with this case's faults armed, on this case's clock; the workers get
         # the epoch in their provider URL, so nothing they send can count in another case.
         # The steps' own provider rules are armed by their prepare (``add_provider_rule``).
-        epoch = provider.admin.reset(rules, clock_path=clock.path)
+        # Every other provider gets its own epoch and its own faults the same way.
+        rules_by: dict[str, list[FaultRule]] = {first_name: rules}
+        epochs: dict[str, int] = {}
+        for name, each in named.items():
+            if name != first_name:
+                given = (faults_by_provider or {}).get(name, workload.provider_faults)
+                rules_by[name] = [FaultRule(**rule) for rule in given]
+            epochs[name] = each.admin.reset(rules_by[name], clock_path=clock.path)
+        epoch = epochs[first_name]
         grants = credentials or (credentials_mod.Credential("worker", secret, ("*",)),)
+        endpoints = {
+            name: ProviderEndpoint(
+                name=name,
+                preset=specs[name].preset if name in specs else each.preset,
+                url=epoch_url(each.url, epochs[name]),
+                smtp_port=each.smtp_port,
+                credential_id=grants[0].credential_id,
+                credential=grants[0].secret,
+            )
+            for name, each in named.items()
+        }
         fake_time_file = None
         if settings.lifecycle.fake_time:
             _faketime.library()  # found, and the shim built, here: never inside a worker
@@ -488,6 +558,7 @@ def run_case(
             worker_name="w0",
             clock_path=clock.path,
             fake_time_file=None if fake_time_file is None else str(fake_time_file),
+            providers=endpoints,
             **overrides,
         )
         ctx = CaseContext(
@@ -510,28 +581,40 @@ def run_case(
             started_at=started,
             provider_epoch=epoch,
             case=case,
+            providers=named if len(named) > 1 else {},
+            provider_epochs=epochs,
+            rules_by_provider=rules_by,
         )
         # The case is judged on this epoch, by number, whatever the provider's current
         # epoch is by then (a worker that reset the provider must not hide its effects).
-        ctx.record("provider_epoch", epoch=epoch)
+        if len(named) == 1:
+            ctx.record("provider_epoch", epoch=epoch)
+        else:
+            for name, opened in epochs.items():
+                ctx.record("provider_epoch", epoch=opened, provider=name)
+        every = list(named.values())
         try:
             _drive(ctx, case)
-            _drain(ctx, provider, epoch)
+            for name, each in named.items():
+                _drain(ctx, each, epochs[name])
         except Exception as exc:  # a worker wait saw the provider end, or a call to it failed
-            lost = _provider_watch.death(
-                provider, grace_s=0 if isinstance(exc, LifelineCut) else DEATH_GRACE_S
+            lost = _provider_watch.first_death(
+                every, grace_s=0 if isinstance(exc, LifelineCut) else DEATH_GRACE_S
             )
             if lost is None:
                 raise
         else:  # it may have died once the workers were done (the drain could not reach it)
-            lost = _provider_watch.death(provider)
+            lost = _provider_watch.first_death(every)
         if lost is not None:
-            _provider_watch.abandon(ctx, case, lost)
+            dead = next((p for p in every if not p.running), provider)
+            _provider_watch.abandon(ctx, case, lost, dead)
         else:
-            _check_epoch(ctx, provider, epoch)
-            with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
-                ctx.notes.extend(reason_notes(provider.admin.effects(epoch=epoch)))
+            for name, each in named.items():
+                _check_epoch(ctx, each, epochs[name])
+                with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
+                    ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name])))
         ctx.tear_down()
+        presets = [specs[n].preset if n in specs else p.preset for n, p in named.items()]
         policy = Policy(
             key_window_s=base_config.key_window_s,
             retry_backoff_s=base_config.retry_backoff_s,
@@ -544,14 +627,22 @@ def run_case(
             provider_lookup=preset_facts(settings).lookup,
             provider_keys=preset_facts(settings).keyed,
             provider_window_s=provider_window_s(provider, settings),
-            surface=settings.provider_preset,
+            surface=comparison_surface(presets),
+            providers=tuple(named) if len(named) > 1 else (),
+            per_provider=_per_provider(settings, named) if len(named) > 1 else {},
         )
         events = trace_store.read(ctx.trace_path)
         # in the order they were started, not the order they happened to end (racers): two
         # runs of one seed report the same workers in the same order
         ctx.outcomes.sort(key=lambda o: _spawn_index(o.worker))
         observation = _observe(
-            system, target, ctx.intended, provider, ctx.outcomes, policy, events, epoch=epoch
+            system,
+            target,
+            ctx.intended,
+            {name: (each, epochs[name]) for name, each in named.items()},
+            ctx.outcomes,
+            policy,
+            events,
         )
         observation = replace(
             observation,
@@ -612,7 +703,36 @@ def run_case(
         step_records=list(ctx.steps),
         ledger=_given_ledger(settings, target),
         undecided_because=None if lost is None else f"{lost} during the case",
+        by_provider=_by_provider(list(named), observation.effects) if len(named) > 1 else {},
     )
+
+
+def _per_provider(
+    settings: CampaignSettings, named: dict[str, ProviderProcess]
+) -> dict[str, ProviderPolicy]:
+    """Each provider's own promise (keys, lookup, window), for checkers that judge by it."""
+    specs = {spec.name: spec for spec in settings.provider_specs()}
+    out = {}
+    for name, each in named.items():
+        spec = specs.get(name) or ProviderSpec(name=name, preset=each.preset)
+        out[name] = ProviderPolicy(
+            keys=facts_for(spec.preset, settings.system.presets).keyed,
+            lookup=facts_for(spec.preset, settings.system.presets).lookup,
+            window_s=provider_window_s(each, settings, spec),
+        )
+    return out
+
+
+def _by_provider(
+    names: list[str], effects: tuple[EffectRow, ...] | None
+) -> dict[str, dict[str, int]]:
+    """Each provider's share of the case's effects: accepted, and every request it logged."""
+    out = {name: {"accepted": 0, "requests": 0} for name in names}
+    for eff in effects or ():
+        counts = out.setdefault(eff.provider, {"accepted": 0, "requests": 0})
+        counts["requests"] += 1
+        counts["accepted"] += int(eff.accepted)
+    return out
 
 
 def _drive(ctx: CaseContext, case: CaseSpec) -> None:
@@ -676,7 +796,9 @@ def _confirm_steps(ctx: CaseContext, case: CaseSpec, effects: tuple[EffectRow, .
             ctx.notes.append(f"{step}: not landed: {detail}")
 
 
-def provider_window_s(provider: ProviderProcess, settings: CampaignSettings) -> float | None:
+def provider_window_s(
+    provider: ProviderProcess, settings: CampaignSettings, spec: ProviderSpec | None = None
+) -> float | None:
     """The dedupe window the provider applies: what it reports it runs with (its resolved
     options), else what the harness configured it with; never the worker's ``key_window_s``.
 
@@ -689,12 +811,13 @@ def provider_window_s(provider: ProviderProcess, settings: CampaignSettings) -> 
         if options.get("dedupe") is False:  # a webhook receiver that dedupes nothing
             return 0.0
         return float(options["window_s"])
-    if settings.provider_window_s is not None:
-        return settings.provider_window_s
-    configured = settings.provider_options.get("window_s")
+    spec = spec or settings.provider_specs()[0]
+    if spec.window_s is not None:
+        return spec.window_s
+    configured = spec.options.get("window_s")
     if isinstance(configured, int | float):
         return float(configured)
-    return preset_facts(settings).window_s
+    return facts_for(spec.preset, settings.system.presets).window_s
 
 
 def preset_facts(settings: CampaignSettings) -> PresetFacts:
@@ -715,6 +838,7 @@ def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> Non
     API) reset the provider while the case ran; the log is a file any process of the same
     user can edit, and the provider audits it against what it wrote. Either is evidence:
     the case is still judged on its own epoch, but it cannot pass."""
+    who = "the provider's" if not ctx.providers else f"{_provider_watch.name_of(provider)}'s"
     try:
         audit = provider.admin.audit(epoch)
     except Exception as exc:  # the provider is gone: nothing shows a change
@@ -723,18 +847,18 @@ def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> Non
     current = int(audit.get("current_epoch", epoch))
     if current != epoch:
         ctx.record("provider_epoch_changed", epoch=epoch, current_epoch=current)
-        ctx.provider_doubts.append(f"the provider's epoch moved from {epoch} to {current}")
+        ctx.provider_doubts.append(f"{who} epoch moved from {epoch} to {current}")
         ctx.notes.append(
-            f"the provider's epoch moved from {epoch} (opened by the harness for this case) to"
+            f"{who} epoch moved from {epoch} (opened by the harness for this case) to"
             f" {current} while the case ran, and the harness reset nothing: something else"
             f" used the provider's admin API; judged on epoch {epoch}, the case cannot pass"
         )
     if audit.get("intact") is False:
         problems = "; ".join(str(p) for p in audit.get("problems") or ())
         ctx.record("provider_log_changed", epoch=epoch, problems=audit.get("problems"))
-        ctx.provider_doubts.append(f"the provider's log of epoch {epoch} was changed")
+        ctx.provider_doubts.append(f"{who} log of epoch {epoch} was changed")
         ctx.notes.append(
-            f"the provider's log of epoch {epoch} was changed by something other than the"
+            f"{who} log of epoch {epoch} was changed by something other than the"
             f" provider ({problems}); the case cannot pass"
         )
 
@@ -785,13 +909,14 @@ def _observe(
     system: System,
     target: _db.DatabaseTarget,
     intended: dict[str, tuple[str, ...]],
-    provider: ProviderProcess,
+    providers: dict[str, tuple[ProviderProcess, int]],
     outcomes: list[WorkerOutcome],
     policy: Policy,
     events: list[TraceEvent],
-    *,
-    epoch: int,
 ) -> Observation:
+    """What the case left: the ledger, and every provider's effects of its own epoch, each
+    tagged with the provider's name (None when any log could not be read: a checker then
+    answers unknown, never a pass on half the evidence)."""
     try:
         engine = target.engine()
         try:
@@ -800,23 +925,10 @@ def _observe(
             engine.dispose()
     except Exception:  # the checkers that need it will say unknown
         ledger = None
+    effects: tuple[EffectRow, ...] | None = ()
     try:
-        effects: tuple[EffectRow, ...] | None = tuple(
-            EffectRow(
-                seq=e.seq,
-                destination=e.destination or "",
-                run_id=e.run_id or "",
-                delivery_id=e.delivery_id or "",
-                idempotency_key=e.idempotency_key or "",
-                outcome=e.outcome,
-                provider_message_id=e.provider_message_id,
-                received_at=e.received_at,
-                fault=e.fault,
-                credential_id=e.credential_id,
-                status_code=e.status_code,
-            )
-            for e in provider.admin.effects(epoch=epoch)
-        )
+        for name, (provider, epoch) in providers.items():
+            effects = _effects_of(name, provider, epoch, effects or ())
     except Exception:
         effects = None
     return Observation(
@@ -826,6 +938,28 @@ def _observe(
         workers=tuple(o.worker for o in outcomes),
         policy=policy,
         trace=tuple(events),
+    )
+
+
+def _effects_of(
+    name: str, provider: ProviderProcess, epoch: int, before: tuple[EffectRow, ...]
+) -> tuple[EffectRow, ...]:
+    return before + tuple(
+        EffectRow(
+            seq=e.seq,
+            destination=e.destination or "",
+            run_id=e.run_id or "",
+            delivery_id=e.delivery_id or "",
+            idempotency_key=e.idempotency_key or "",
+            outcome=e.outcome,
+            provider_message_id=e.provider_message_id,
+            received_at=e.received_at,
+            fault=e.fault,
+            credential_id=e.credential_id,
+            status_code=e.status_code,
+            provider=name,
+        )
+        for e in provider.admin.effects(epoch=epoch)
     )
 
 

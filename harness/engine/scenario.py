@@ -21,6 +21,8 @@ from fake_providers import FaultRule
 from harness import systems
 from harness.engine import _paths
 from harness.engine._boundary import SCOPES
+from harness.engine._providers import NAME as PROVIDER_NAME
+from harness.engine._providers import ProviderSpec
 from harness.engine.credentials import CREDENTIAL_MODES
 from harness.engine.lifecycle import STOP_SIGNALS, Lifecycle
 from harness.engine.schedule import CaseSpec
@@ -123,8 +125,16 @@ def _out_of_range(table: str, key: str, value: object) -> str | None:
 
 
 _MODES = ("certify", "sweep", "list")
-#: the presets the reference worker has an adapter for (``harness.reference.adapters``)
-_PRESETS = ("payments", "queue-fifo", "chat", "smtp")
+
+
+def _presets() -> tuple[str, ...]:
+    """Every preset the fake providers have: any of them may serve any system (a system
+    that speaks only some says so, ``System.speaks``; the reference's are its adapters)."""
+    from fake_providers._presets import PRESETS
+
+    return tuple(PRESETS)
+
+
 #: presets without a dedupe key, so without a window to set
 _KEYLESS = ("chat", "smtp")
 
@@ -165,6 +175,14 @@ class Scenario:
     credentials: str = "shared"
     #: ``[worker] daemon, stop_signal, ...``: how a third-party worker lives and tells time
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: the first provider's name (``[provider.NAME]``); None: a single ``[provider]``, named
+    #: after its preset
+    provider_name: str | None = None
+    #: the other named providers, in the file's order (``harness.engine._providers``)
+    more_providers: tuple[ProviderSpec, ...] = ()
+
+    def provider_names(self) -> list[str]:
+        return [self.provider_name or self.provider_preset, *(p.name for p in self.more_providers)]
 
     def campaign_fields(self) -> dict[str, Any]:
         """The ``CampaignSettings`` fields this scenario fixes (one mapping for the CLI and
@@ -182,6 +200,8 @@ class Scenario:
             "settle": self.settle,
             "credentials": self.credentials,
             "lifecycle": self.lifecycle,
+            "provider_name": self.provider_name,
+            "more_providers": self.more_providers,
         }
 
     def build_system(self) -> System:
@@ -209,8 +229,25 @@ class Scenario:
         except BadInputError as exc:
             text = _read_quietly(self.path)
             raise _err(self.path, text, "scenario", "system", str(exc)) from None
+        if system.speaks is not None:
+            for name, preset in zip(
+                self.provider_names(),
+                [self.provider_preset, *(p.preset for p in self.more_providers)],
+                strict=True,
+            ):
+                if preset not in system.speaks:
+                    table = "provider" if self.provider_name is None else f"provider.{name}"
+                    raise _err(
+                        self.path,
+                        _read_quietly(self.path),
+                        table,
+                        "preset",
+                        f"system {system.name!r} speaks only {', '.join(system.speaks)}"
+                        f" (the reference worker's adapters), not {preset!r}; a system of"
+                        " your own (simple_system, cmd:) takes any preset",
+                    )
         try:
-            validate_cases(system, list(self.cases))
+            validate_cases(system, list(self.cases), self.provider_names())
         except BadInputError as exc:
             raise _err(self.path, _read_quietly(self.path), "cases", "list", str(exc)) from None
         return system
@@ -354,31 +391,87 @@ def load(path: Path) -> Scenario:
             )
         if not isinstance(value, dict):
             raise _err(path, text, None, table, "expected a table")
-        for key, item in value.items():
-            allowed = _SCHEMA[table]
-            if key not in allowed:
-                hint = difflib.get_close_matches(key, list(allowed), n=1)
-                raise _err(
-                    path,
-                    text,
-                    table,
-                    key,
-                    "unknown key"
-                    + (
-                        f"; did you mean {hint[0]!r}?"
-                        if hint
-                        else f"; expected one of {', '.join(allowed)}"
-                    ),
-                )
-            # a TOML true/false is a bool, which Python also counts as an int
-            is_bool = isinstance(item, bool)
-            if not isinstance(item, allowed[key]) or is_bool != (bool in allowed[key]):
-                names = " or ".join(t.__name__ for t in allowed[key])
-                raise _err(path, text, table, key, f"expected {names}, got {item!r}")
-            wrong = _out_of_range(table, key, item)
-            if wrong is not None:
-                raise _err(path, text, table, key, wrong)
+        if table == "provider" and _named_providers(value):
+            _check_named_providers(path, text, value)
+            continue
+        _check_keys(path, text, table, value)
     return _build(path, text, data)
+
+
+def _named_providers(table: dict[str, Any]) -> bool:
+    """Whether ``[provider]`` holds named providers (``[provider.mail]``): a sub-table
+    other than ``options`` (which belongs to a single provider)."""
+    return any(isinstance(v, dict) and k != "options" for k, v in table.items())
+
+
+def _check_named_providers(path: Path, text: str, table: dict[str, Any]) -> None:
+    flat = [k for k, v in table.items() if not isinstance(v, dict) or k == "options"]
+    if flat:
+        raise _err(
+            path,
+            text,
+            "provider",
+            flat[0],
+            "give one [provider] table or named [provider.NAME] tables, not both (a key"
+            " of a named provider goes in its own table)",
+        )
+    seen: dict[str, str] = {}
+    for name, sub in table.items():
+        where = f"provider.{name}"
+        if not PROVIDER_NAME.match(name):
+            raise _err(
+                path,
+                text,
+                where,
+                None,
+                f"provider name {name!r}: expected lower-case letters, digits, '_' or '-',"
+                " starting with a letter (it is used in case ids: provider_5xx@NAME)",
+            )
+        from harness.worker_config import provider_env_name
+
+        env = provider_env_name(name)
+        if env in seen:
+            raise _err(
+                path,
+                text,
+                where,
+                None,
+                f"provider names {seen[env]!r} and {name!r} are one environment name"
+                f" ({env}); rename one",
+            )
+        seen[env] = name
+        _check_keys(path, text, where, sub, schema_table="provider")
+
+
+def _check_keys(
+    path: Path, text: str, table: str, value: dict[str, Any], *, schema_table: str | None = None
+) -> None:
+    """Every key of ``[table]`` is known, of its type, and in range."""
+    schema = schema_table or table
+    for key, item in value.items():
+        allowed = _SCHEMA[schema]
+        if key not in allowed:
+            hint = difflib.get_close_matches(key, list(allowed), n=1)
+            raise _err(
+                path,
+                text,
+                table,
+                key,
+                "unknown key"
+                + (
+                    f"; did you mean {hint[0]!r}?"
+                    if hint
+                    else f"; expected one of {', '.join(allowed)}"
+                ),
+            )
+        # a TOML true/false is a bool, which Python also counts as an int
+        is_bool = isinstance(item, bool)
+        if not isinstance(item, allowed[key]) or is_bool != (bool in allowed[key]):
+            names = " or ".join(t.__name__ for t in allowed[key])
+            raise _err(path, text, table, key, f"expected {names}, got {item!r}")
+        wrong = _out_of_range(schema, key, item)
+        if wrong is not None:
+            raise _err(path, text, table, key, wrong)
 
 
 def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
@@ -388,49 +481,36 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
             path, text, "scenario", None, "missing key 'system' (e.g. system = \"reference\")"
         )
     workload = data.get("workload", {})
-    provider = data.get("provider", {})
-    preset = provider.get("preset", "payments")
-    if preset not in _PRESETS:
+    provider_table = data.get("provider", {})
+    named = _named_providers(provider_table)
+    tables = (
+        [(f"provider.{n}", n, t) for n, t in provider_table.items()]
+        if named
+        else [("provider", None, provider_table)]
+    )
+    specs = [_provider_spec(path, text, where, name, table) for where, name, table in tables]
+    given = {t["credentials"] for _, _, t in tables if "credentials" in t}
+    if len(given) > 1:
         raise _err(
             path,
             text,
-            "provider",
-            "preset",
-            f"unknown preset {preset!r}; expected one of {', '.join(_PRESETS)}",
+            tables[-1][0],
+            "credentials",
+            "every provider grants the same credentials; give one value (or set it once)",
         )
-    if preset in _KEYLESS and "window_s" in provider:
-        raise _err(
-            path, text, "provider", "window_s", f"preset {preset!r} has no key, so no window"
-        )
-    credentials = provider.get("credentials", "shared")
+    credentials = given.pop() if given else "shared"
     if credentials not in CREDENTIAL_MODES:
+        where = next(w for w, _, t in tables if "credentials" in t)
         raise _err(
             path,
             text,
-            "provider",
+            where,
             "credentials",
             f"expected one of {', '.join(CREDENTIAL_MODES)}, got {credentials!r}",
         )
-    options = dict(provider.get("options", {}))
-    if options:
-        from fake_providers._presets import get_preset
-
-        try:
-            get_preset(preset).resolve(options)
-        except Exception as exc:
-            raise _err(path, text, "provider", "options", str(exc)) from None
-    faults: tuple[dict[str, Any], ...] | None = None
-    if "faults" in provider:
-        checked = []
-        for i, rule in enumerate(provider["faults"]):
-            if not isinstance(rule, dict):
-                raise _err(path, text, "provider", "faults", f"entry {i + 1}: expected a table")
-            try:
-                FaultRule(**rule)
-            except Exception as exc:
-                raise _err(path, text, "provider", "faults", f"entry {i + 1}: {exc}") from None
-            checked.append(dict(rule))
-        faults = tuple(checked)
+    first = specs[0]
+    preset, options, faults = first.preset, first.options, first.faults
+    provider = {"window_s": first.window_s} if first.window_s is not None else {}
     worker = dict(data.get("worker", {}))
     deadline = float(worker.pop("deadline_s", 60.0))
     lifecycle = _lifecycle(path, text, meta, worker)
@@ -588,6 +668,53 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         prepare=prepare_ref,
         credentials=credentials,
         lifecycle=lifecycle,
+        provider_name=first.name if named else None,
+        more_providers=tuple(specs[1:]),
+    )
+
+
+def _provider_spec(
+    path: Path, text: str, where: str, name: str | None, provider: dict[str, Any]
+) -> ProviderSpec:
+    """One provider table (``[provider]`` or ``[provider.NAME]``), checked."""
+    preset = provider.get("preset", "payments")
+    known = _presets()
+    if preset not in known:
+        raise _err(
+            path,
+            text,
+            where,
+            "preset",
+            f"unknown preset {preset!r}; expected one of {', '.join(known)}",
+        )
+    if preset in _KEYLESS and "window_s" in provider:
+        raise _err(path, text, where, "window_s", f"preset {preset!r} has no key, so no window")
+    options = dict(provider.get("options", {}))
+    if options:
+        from fake_providers._presets import get_preset
+
+        try:
+            get_preset(preset).resolve(options)
+        except Exception as exc:
+            raise _err(path, text, where, "options", str(exc)) from None
+    faults: tuple[dict[str, Any], ...] | None = None
+    if "faults" in provider:
+        checked = []
+        for i, rule in enumerate(provider["faults"]):
+            if not isinstance(rule, dict):
+                raise _err(path, text, where, "faults", f"entry {i + 1}: expected a table")
+            try:
+                FaultRule(**rule)
+            except Exception as exc:
+                raise _err(path, text, where, "faults", f"entry {i + 1}: {exc}") from None
+            checked.append(dict(rule))
+        faults = tuple(checked)
+    return ProviderSpec(
+        name=name or preset,
+        preset=preset,
+        window_s=float(provider["window_s"]) if "window_s" in provider else None,
+        options=options,
+        faults=faults,
     )
 
 

@@ -1,6 +1,7 @@
 """Schedules: what a case injects, written as a short, replayable id.
 
-A case id is a list of steps joined by ``+``; each step is ``FAULT[@BOUNDARY#HIT][:ARG]``:
+A case id is a list of steps joined by ``+``; each step is ``FAULT[@BOUNDARY#HIT][:ARG]``
+(a provider fault: ``FAULT[@PROVIDER][:ARG]``, an ``@`` with no ``#HIT`` naming a provider):
 
     baseline                                   no fault
     crash@after_claim#1                        SIGKILL at the 1st hit of after_claim, restart
@@ -8,6 +9,8 @@ A case id is a list of steps joined by ``+``; each step is ``FAULT[@BOUNDARY#HIT
     pause_past_lease@after_claim#1             SIGSTOP past the lease, a rival claims, SIGCONT
     clock_jump@before_retry#1:90000            move every clock 25 h while paused there
     provider_5xx:2                             the provider answers 503 to the 2nd send
+    provider_5xx@mail:2                        the provider named ``mail`` does (several
+                                               providers: ``[provider.mail]``)
 
 Steps run in order, each on the worker incarnation that is current when it starts. The id is
 the whole truth about a case: with the seed and the scenario it replays the case exactly.
@@ -25,9 +28,13 @@ RACING_FAULTS = frozenset({"concurrent_claim"})
 
 _STEP = re.compile(
     r"^(?P<fault>[a-z][a-z0-9_]*)"
-    r"(?:@(?P<boundary>[a-z][a-z0-9_]*)#(?P<hit>[1-9][0-9]*))?"
+    r"(?:@(?P<boundary>[a-z][a-z0-9_]*)#(?P<hit>[1-9][0-9]*)|@(?P<provider>[a-z][a-z0-9_-]*))?"
     r"(?::(?P<arg>[A-Za-z0-9_.\-]+))?$"
 )
+
+
+#: the faults that may name the provider they hit (``provider_5xx@mail``)
+PROVIDER_FAULT_PREFIX = "provider_"
 
 
 @dataclass(frozen=True)
@@ -36,11 +43,15 @@ class Step:
     boundary: str | None = None
     hit: int | None = None
     arg: str | None = None
+    #: the provider a provider fault hits (``@NAME``); None: the campaign's first provider
+    provider: str | None = None
 
     def __str__(self) -> str:
         text = self.fault
         if self.boundary is not None:
             text += f"@{self.boundary}#{self.hit}"
+        if self.provider is not None:
+            text += f"@{self.provider}"
         if self.arg is not None:
             text += f":{self.arg}"
         return text
@@ -48,12 +59,23 @@ class Step:
     @classmethod
     def parse(cls, text: str) -> Step:
         m = _STEP.match(text)
+        # ``@NAME`` with no ``#HIT`` names a provider, which only a provider fault hits:
+        # ``crash@after_claim`` is a place missing its hit, and said so
+        if m and m.group("provider") and not m.group("fault").startswith(PROVIDER_FAULT_PREFIX):
+            m = None
         if not m:
             raise BadInputError(
                 f"case step {text!r} is not FAULT[@BOUNDARY#HIT][:ARG] (e.g. crash@after_claim#1)"
+                " or FAULT[@PROVIDER][:ARG] (e.g. provider_5xx@mail:2)"
             )
         hit = m.group("hit")
-        return cls(m.group("fault"), m.group("boundary"), int(hit) if hit else None, m.group("arg"))
+        return cls(
+            m.group("fault"),
+            m.group("boundary"),
+            int(hit) if hit else None,
+            m.group("arg"),
+            m.group("provider"),
+        )
 
 
 class CaseSpec:

@@ -39,6 +39,8 @@ class FaultSpec:
     #: parses ``:ARG`` and raises ``ArgError`` when it is malformed or out of range; None:
     #: the fault takes no argument (``validate_cases`` refuses one)
     check_arg: Callable[[str], object] | None = None
+    #: whether the step may name the provider it hits (``fault@PROVIDER``): a provider fault
+    names_provider: bool = False
 
 
 def not_reached(ctx: CaseContext, step: Step, worker: RunningWorker) -> None:

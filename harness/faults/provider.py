@@ -1,7 +1,10 @@
 """Provider faults: the usual ways a provider fails, set on the fake before workers start.
 
-``:N`` picks the N-th send of the case (default 1). ``provider_accept_then_drop`` records the
-effect and cuts the connection before any reply: the hard case seen from the provider side.
+``:N`` picks the N-th send of the case (default 1). With several providers
+(``[provider.NAME]``), ``@NAME`` says which one fails (``provider_5xx@mail:2``: the 2nd send
+to ``mail``); without it, the first provider the scenario names.
+``provider_accept_then_drop`` records the effect and cuts the connection before any reply:
+the hard case seen from the provider side.
 ``provider_slow:DURATION`` handles the case's first send at once (the effect is in the log)
 and holds its reply that long, whatever other fault that send was due: below the worker's
 request timeout (1 s) a slow success, above it a reply that comes after the worker gave up
@@ -94,7 +97,7 @@ def _add(ctx: CaseContext, step: Step, rule: FaultRule) -> None:
             roster_may_change=any(s.fault == "roster_change" for s in ctx.case.steps),
         )
         rule = replace(rule, match={**rule.match, **match})
-    ctx.add_provider_rule(rule)
+    ctx.add_provider_rule(rule, provider=step.provider)
 
 
 def _check_slow(arg: str) -> float:
@@ -142,11 +145,13 @@ def confirm(
     own fault rules (a default 503, say) are other rules and cannot stand in for this one.
     """
     rule = ctx.step_rules.get(index)
-    position = None if rule is None else ctx.rule_position(rule)
+    position = None if rule is None else ctx.rule_position(rule, provider=step.provider)
     if rule is None or position is None:
         return False, "no provider rule was set for this step"
+    name = ctx.provider_name(step.provider)
+    effects = [e for e in effects if not e.provider or e.provider == name]
     try:
-        stats = ctx.provider.admin.fault_stats()
+        stats = ctx.provider_named(step.provider).admin.fault_stats()
     except Exception as exc:  # the provider is the only witness: without it, unconfirmed
         return False, f"the provider could not say whether it applied the fault: {exc}"
     if position >= len(stats):
@@ -162,7 +167,8 @@ def confirm(
             where = f"; e.g. the case's record {nth}, to {seen[0].destination}"
         else:
             where = ""
-        return True, f"the provider applied {rule.fault} to {entry['fired']} request(s){where}"
+        who = f"provider {name}" if len(ctx.providers) > 1 else "the provider"
+        return True, f"{who} applied {rule.fault} to {entry['fired']} request(s){where}"
     matched = int(entry.get("matched", 0))
     if matched >= rule.nth:
         return False, (
@@ -185,6 +191,7 @@ def _spec(fault_id: str, summary: str, make: Callable[[int], FaultRule]) -> Faul
         arg_help="which send of the case (default 1)",
         confirm=confirm,
         check_arg=_check_nth,
+        names_provider=True,
     )
 
 
@@ -220,6 +227,7 @@ FAULTS = (
         arg_help=f"how long: {DURATION_HELP}, at most {MAX_SLOW_S:g}s (default {DEFAULT_SLOW_S}s)",
         check_arg=_check_slow,
         confirm=confirm,
+        names_provider=True,
     ),
     FaultSpec(
         id="provider_hold",
@@ -230,5 +238,6 @@ FAULTS = (
         arg_help=f"how long: {DURATION_HELP}, at most {MAX_SLOW_S:g}s (default {DEFAULT_SLOW_S}s)",
         check_arg=_check_slow,
         confirm=confirm,
+        names_provider=True,
     ),
 )

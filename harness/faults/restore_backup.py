@@ -28,7 +28,21 @@ def run(ctx: CaseContext, step: Step) -> None:
     ctx.wait(worker)
     _db.restore(ctx.target, handle)
     last_seq = max((e.seq for e in ctx.case_effects()), default=0)
-    ctx.record("restore", boundary=boundary, hit=hit, effects_seq=last_seq)
+    # several providers: each numbers its own log, so each gets its own cut
+    by_provider = {
+        name: max(
+            (e.seq for e in provider.admin.effects(epoch=ctx.provider_epochs[name])), default=0
+        )
+        for name, provider in ctx.providers.items()
+        if name in ctx.provider_epochs
+    }
+    ctx.record(
+        "restore",
+        boundary=boundary,
+        hit=hit,
+        effects_seq=last_seq,
+        **({"effects_seq_by_provider": by_provider} if by_provider else {}),
+    )
     ctx.landed(step, f"snapshot at {worker.name}'s {boundary}#{hit}, restored after it ended")
     ctx.settled = False
     ctx.needs_gap = True  # leases in the snapshot belong to a worker that is gone

@@ -79,5 +79,14 @@ def events_named(trace: tuple[TraceEvent, ...], name: str) -> list[tuple[int, Tr
     return [(i, ev) for i, ev in enumerate(trace) if ev.event == name]
 
 
+def restore_seq(detail: dict[str, Any], provider: str = "") -> Any:
+    """The last seq ``provider`` had logged when a restore happened: with several providers
+    each numbers its own log (``effects_seq_by_provider``); else ``effects_seq``."""
+    by = detail.get("effects_seq_by_provider")
+    if isinstance(by, dict) and provider in by:
+        return by[provider]
+    return detail.get("effects_seq")
+
+
 def detail_of(ev: TraceEvent) -> dict[str, Any]:
     return dict(ev.detail or {})

@@ -115,6 +115,9 @@ class EffectRow:
     fault: str | None = None
     credential_id: str | None = None
     status_code: int | None = None
+    #: the provider that logged it (``[provider.NAME]``; a single ``[provider]`` is named
+    #: after its preset); "" for a row built by hand
+    provider: str = ""
 
     @property
     def accepted(self) -> bool:
@@ -132,6 +135,7 @@ class EffectRow:
             "fault": self.fault,
             "credential_id": self.credential_id,
             "received_at": self.received_at,
+            **({"provider": self.provider} if self.provider else {}),
         }
 
 
@@ -185,6 +189,23 @@ class Policy:
     #: the provider preset the case ran against: which normal form says two destination
     #: spellings are one recipient (``harness.destinations``); None: the opaque-id form
     surface: str | None = None
+    #: the case's providers by name when it has several (``harness.engine._providers``): effects
+    #: are counted per (run, destination) across all of them; empty: one provider
+    providers: tuple[str, ...] = ()
+    #: with several providers: each one's own ``provider_keys``, ``provider_lookup`` and
+    #: ``provider_window_s`` (the fields above are the first provider's); a checker that
+    #: judges against a provider's promise judges each provider's effects by its own
+    #: (``each_provider``)
+    per_provider: dict[str, ProviderPolicy] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProviderPolicy:
+    """One provider's promise, when a case has several (``Policy.per_provider``)."""
+
+    keys: bool = True
+    lookup: bool = True
+    window_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -224,6 +245,40 @@ def need(value: T | None, what: str) -> T:
 
 
 Checker = Callable[[Observation], CheckResult]
+
+
+def each_provider(obs: Observation, check: Checker) -> CheckResult | None:
+    """``check`` run once per provider on that provider's effects and promise (its keys,
+    lookup and window), the answers combined: a failure of any is the failure (named after
+    its provider), then an unknown, else a pass. None with a single provider: the caller
+    judges as usual. A window of one provider must never judge another's effects: a retry
+    inside the payments API's 24 h could otherwise be blamed by a queue's 5 minutes."""
+    from dataclasses import replace
+
+    policy = obs.policy
+    if policy is None or not policy.per_provider or obs.effects is None:
+        return None
+    results: dict[str, CheckResult] = {}
+    for name, own in policy.per_provider.items():
+        narrowed = replace(
+            policy,
+            provider_keys=own.keys,
+            provider_lookup=own.lookup,
+            provider_window_s=own.window_s,
+            per_provider={},
+        )
+        mine = tuple(e for e in obs.effects if e.provider == name)
+        results[name] = check(replace(obs, effects=mine, policy=narrowed))
+    evidence = {"by_provider": {n: r.to_json() for n, r in results.items()}}
+    for status in (Status.FAIL, Status.UNKNOWN):
+        hit = [(n, r) for n, r in results.items() if r.status is status]
+        if hit:
+            summary = "; ".join(f"provider {n}: {r.summary}" for n, r in hit)
+            if all(r.summary.startswith(NOT_JUDGED) for _, r in hit):
+                summary = f"{NOT_JUDGED} {summary}"  # a blind spot stays one
+            return CheckResult(status, summary, evidence)
+    summary = "; ".join(f"provider {n}: {r.summary}" for n, r in results.items())
+    return CheckResult(Status.PASS, summary, evidence)
 
 
 def surface_of(obs: Observation) -> str | None:

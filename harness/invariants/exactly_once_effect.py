@@ -1,6 +1,10 @@
 """``exactly_once_effect``: the providers' logs show at most one effect per (run, recipient),
 and exactly one for every delivery the ledger calls ``delivered``.
 
+With several providers (``[provider.NAME]``) the count is across all of them: a recipient
+reached once by the webhook and once by the e-mail provider for one run was reached twice,
+and each duplicate names the providers that carried it.
+
 Counts what the provider accepted, not what the worker believes: a green local ledger with a
 second effect at the recipient is exactly the bug this tool exists to find.
 
@@ -16,6 +20,11 @@ from harness.invariants._model import CheckResult, Observation, Status, need, re
 NAME = "exactly_once_effect"
 
 
+def _providers(duplicate: dict[str, object]) -> list[str]:
+    found = duplicate.get("providers")
+    return [str(p) for p in found] if isinstance(found, list) else []
+
+
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
@@ -25,6 +34,9 @@ def check(obs: Observation) -> CheckResult:
             accepted.setdefault((eff.run_id, recipient(obs, eff.destination)), []).append(
                 eff.to_json()
             )
+    #: several providers (``[provider.NAME]``): effects are counted across all of them, and
+    #: each duplicate names the provider(s) it reached the recipient through
+    several = bool(obs.policy is not None and obs.policy.providers)
     duplicates = []
     for (run, who), effs in sorted(accepted.items()):
         if len(effs) < 2:
@@ -38,6 +50,8 @@ def check(obs: Observation) -> CheckResult:
         if len(spellings) > 1:
             duplicate["spellings"] = spellings
             duplicate["normal_form"] = who
+        if several:
+            duplicate["providers"] = sorted({str(e.get("provider", "")) for e in effs})
         duplicates.append(duplicate)
 
     def effects_for(run_id: str, destination: str) -> int:
@@ -58,9 +72,11 @@ def check(obs: Observation) -> CheckResult:
         parts = []
         if duplicates:
             respelled = sum(1 for d in duplicates if "spellings" in d)
+            through = sorted({p for d in duplicates for p in _providers(d)})
             parts.append(
                 f"{len(duplicates)} destination(s) received more than one effect"
                 + (f" ({respelled} under two or more spellings)" if respelled else "")
+                + (f" (through provider {', '.join(through)})" if through else "")
             )
         if unbacked:
             parts.append(f"{len(unbacked)} 'delivered' row(s) without exactly one effect")

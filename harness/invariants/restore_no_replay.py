@@ -15,7 +15,7 @@ on the provider's clock (see ``_evidence``), compared with each effect's ``recei
 
 from __future__ import annotations
 
-from harness.invariants._evidence import detail_of, effect_evidence, provider_times
+from harness.invariants._evidence import detail_of, effect_evidence, provider_times, restore_seq
 from harness.invariants._model import (
     CheckResult,
     EffectRow,
@@ -37,7 +37,7 @@ def check(obs: Observation) -> CheckResult:
     accepted = sorted((e for e in effects if e.accepted), key=lambda e: e.seq)
     problems: list[dict[str, object]] = []
     cuts: list[dict[str, object]] = []
-    flagged: set[int] = set()
+    flagged: set[tuple[str, int]] = set()
     for ev, t_restore in restores:
         detail = detail_of(ev)
         seq_cut, provider_t = detail.get("effects_seq"), detail.get("provider_t")
@@ -53,13 +53,14 @@ def check(obs: Observation) -> CheckResult:
         earlier: dict[tuple[str, str], EffectRow] = {}
         for eff in accepted:
             pair = (eff.run_id, recipient(obs, eff.destination))
+            own_cut = restore_seq(detail, eff.provider) if isinstance(seq_cut, int) else None
             before = (
-                eff.seq <= seq_cut if isinstance(seq_cut, int) else eff.received_at <= t_restore
+                eff.seq <= own_cut if isinstance(own_cut, int) else eff.received_at <= t_restore
             )
             if before:
                 earlier.setdefault(pair, eff)
-            elif pair in earlier and eff.seq not in flagged:
-                flagged.add(eff.seq)
+            elif pair in earlier and (eff.provider, eff.seq) not in flagged:
+                flagged.add((eff.provider, eff.seq))
                 problems.append(
                     {
                         "run_id": eff.run_id,

@@ -39,8 +39,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.invariants._evidence import detail_of, effect_evidence
-from harness.invariants._model import CheckResult, EffectRow, Observation, Policy, Status, need
+from harness.invariants._evidence import detail_of, effect_evidence, restore_seq
+from harness.invariants._model import (
+    CheckResult,
+    EffectRow,
+    Observation,
+    Policy,
+    Status,
+    each_provider,
+    need,
+)
 
 NAME = "retry_within_window"
 
@@ -158,6 +166,9 @@ def _forgotten_by_restore(
 
 
 def check(obs: Observation) -> CheckResult:
+    several = each_provider(obs, check)  # each provider judged by its own promise
+    if several is not None:
+        return several
     effects = need(obs.effects, "provider effect log")
     policy = obs.policy
     if policy is not None and not policy.provider_keys:
@@ -184,10 +195,13 @@ def check(obs: Observation) -> CheckResult:
         if policy is not None
         else {"judged": False, "why": "no retry policy was recorded"}
     )
+    # judged per provider when there are several (``each_provider``): their own cuts
+    mine = {e.provider for e in effects}
+    provider = next(iter(mine)) if len(mine) == 1 else ""
     cuts = tuple(
         seq
         for ev in obs.trace
-        if ev.event == "restore" and isinstance(seq := detail_of(ev).get("effects_seq"), int)
+        if ev.event == "restore" and isinstance(seq := restore_seq(detail_of(ev), provider), int)
     )
     dynamic = dynamic_check(effects, window, cuts)
     evidence: dict[str, Any] = {"windows": windows, "dynamic": dynamic, "policy_outlook": outlook}

@@ -19,7 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from harness.invariants._evidence import effect_evidence
-from harness.invariants._model import CheckResult, EffectRow, Observation, Status, need
+from harness.invariants._model import (
+    CheckResult,
+    EffectRow,
+    Observation,
+    Status,
+    each_provider,
+    need,
+)
 
 NAME = "stable_idempotency_key"
 
@@ -30,6 +37,9 @@ _SHOWN = 5
 
 
 def check(obs: Observation) -> CheckResult:
+    several = each_provider(obs, check)  # each provider judged by its own promise
+    if several is not None:
+        return several
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
     # No key the provider honours (chat, SMTP), or no ledger rows to read at all (a system

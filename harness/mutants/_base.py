@@ -37,4 +37,5 @@ def mutant_system(
         catching_scenario=catching_scenario,
         config_overrides=config_overrides or {},
         presets=adapters.PRESET_FACTS,
+        speaks=adapters.PRESETS,  # a reference worker: its adapters are all it speaks
     )

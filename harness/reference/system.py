@@ -24,4 +24,5 @@ SYSTEM = System(
     prepare=prepare,
     read_ledger=snapshot.read_ledger,
     presets=adapters.PRESET_FACTS,
+    speaks=adapters.PRESETS,
 )

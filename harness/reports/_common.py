@@ -122,6 +122,14 @@ def effects_line(case: Mapping[str, Any]) -> str:
     by = fx.get("by_outcome")
     if by:
         text += " (" + ", ".join(f"{n} {k}" for k, n in sorted(by.items())) + ")"
+    providers = fx.get("by_provider")
+    if isinstance(providers, Mapping) and providers:  # several providers, each apart
+        text += "; " + ", ".join(
+            f"{name}: {counts.get('accepted', 0)} accepted of {counts.get('requests', 0)}"
+            " request(s)"
+            for name, counts in providers.items()
+            if isinstance(counts, Mapping)
+        )
     return text
 
 
@@ -228,6 +236,10 @@ class Duplicate:
     key: str | None
     original_key: str | None
     outcome: str
+    #: with several providers (``[provider.NAME]``): the provider of the duplicate and of
+    #: the effect it repeats (each provider numbers its own log); None with one provider
+    provider: str | None = None
+    repeats_provider: str | None = None
 
 
 def _seq(value: Any) -> int | None:
@@ -242,7 +254,9 @@ def duplicates(case: Mapping[str, Any]) -> list[Duplicate]:
     events (``detail.duplicate``, ``repeats``) add any it does not list, and serve alone for a
     report whose evidence was cut."""
     found: list[Duplicate] = []
-    seen: set[int] = set()
+    #: (provider, seq) of each duplicate found in the evidence (the provider only with
+    #: several providers, whose seq numbers are each their own)
+    seen: set[tuple[str, int]] = set()
     evidence = case["invariants"].get("exactly_once_effect", {})
     if evidence.get("status") == "fail":
         for group in evidence.get("evidence", {}).get("duplicates", []) or []:
@@ -253,6 +267,7 @@ def duplicates(case: Mapping[str, Any]) -> list[Duplicate]:
             if len(effects) < 2:
                 continue
             first = effects[0]
+            several = bool(group.get("providers"))
             for eff in effects[1:]:
                 seq = _seq(eff.get("seq"))
                 found.append(
@@ -264,16 +279,19 @@ def duplicates(case: Mapping[str, Any]) -> list[Duplicate]:
                         key=_str_or_none(eff.get("idempotency_key")),
                         original_key=_str_or_none(first.get("idempotency_key")),
                         outcome=str(eff.get("outcome", "")),
+                        provider=_str_or_none(eff.get("provider")) if several else None,
+                        repeats_provider=_str_or_none(first.get("provider")) if several else None,
                     )
                 )
                 if seq is not None:
-                    seen.add(seq)
+                    seen.add((str(eff.get("provider") or "") if several else "", seq))
     events = [e for e in case.get("timeline") or () if e.get("kind") == "effect"]
     by_seq = {_seq(e["detail"].get("seq")): e["detail"] for e in events if e.get("detail")}
     for ev in events:
         detail = ev.get("detail") or {}
         seq = _seq(detail.get("seq"))
-        if not detail.get("duplicate") or (seq is not None and seq in seen):
+        mark = (str(detail.get("provider") or ""), seq) if seq is not None else None
+        if not detail.get("duplicate") or (mark is not None and mark in seen):
             continue
         repeats = _seq(detail.get("repeats"))
         if repeats is None:  # a report written before the builder said which one
@@ -298,6 +316,8 @@ def duplicates(case: Mapping[str, Any]) -> list[Duplicate]:
                 key=_str_or_none(detail.get("idempotency_key")),
                 original_key=_str_or_none(original.get("idempotency_key")),
                 outcome=str(detail.get("outcome", "")),
+                provider=_str_or_none(detail.get("provider")),
+                repeats_provider=_str_or_none(detail.get("repeats_provider")),
             )
         )
     return found
@@ -314,9 +334,16 @@ def duplicated_destinations(case: Mapping[str, Any]) -> list[str]:
 
 def repeat_sentence(dup: Duplicate) -> str:
     """``effect #7 repeats #3 (same destination X, key K)``: the Markdown and JUnit wording."""
-    one = f"#{dup.seq}" if dup.seq is not None else "an effect"
-    other = f"#{dup.repeats}" if dup.repeats is not None else "an earlier effect"
-    return f"effect {one} repeats {other} ({repeat_because(dup)})"
+    return f"effect {effect_ref(dup.seq, dup.provider)} repeats" + (
+        f" {effect_ref(dup.repeats, dup.repeats_provider, earlier=True)} ({repeat_because(dup)})"
+    )
+
+
+def effect_ref(seq: int | None, provider: str | None, *, earlier: bool = False) -> str:
+    """``#7``, or ``mail#7`` with several providers (each numbers its own log)."""
+    if seq is None:
+        return "an earlier effect" if earlier else "an effect"
+    return f"{provider or ''}#{seq}"
 
 
 def repeat_because(dup: Duplicate) -> str:

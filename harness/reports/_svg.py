@@ -513,10 +513,14 @@ def _provider(evs: Sequence[Mapping[str, Any]], y: float, x: _X, labels: _Labels
     dups = [ev for ev in evs if ev.get("detail", {}).get("duplicate")]
     out.append(_marks("o", [(x(ev), y) for ev in dups], 20, face="none", edge=_DUPLICATE, width=2))
     # a dashed arc over the lane from each duplicate back to the effect it repeats
-    by_seq = {ev.get("detail", {}).get("seq"): ev for ev in evs}
+    # (provider, seq): with several providers each numbers its own log
+    by_seq = {
+        (ev.get("detail", {}).get("provider"), ev.get("detail", {}).get("seq")): ev for ev in evs
+    }
     arcs = []
     for ev in dups:
-        original = by_seq.get(ev.get("detail", {}).get("repeats"))
+        detail = ev.get("detail", {})
+        original = by_seq.get((detail.get("repeats_provider"), detail.get("repeats")))
         if original is None:
             continue
         x1, x2 = x(original), x(ev)

@@ -96,8 +96,19 @@ def build_timeline(
     accepted_seen: dict[tuple[str, str], int] = {}
     #: the first accepted effect of each identity: what a later one repeats
     first_seq: dict[tuple[str, str], Any] = {}
+    first_provider: dict[tuple[str, str], Any] = {}
     effect_rows = [_as_mapping(e) for e in effects or ()]
-    for eff in sorted(effect_rows, key=lambda e: e.get("seq") or 0):
+    # several providers (``[provider.NAME]``): each has its own log and seq numbers, so
+    # effects are ordered by when they were received and each one says its provider
+    several = len({str(e.get("provider")) for e in effect_rows if e.get("provider")}) > 1
+    for eff in sorted(
+        effect_rows,
+        key=lambda e: (
+            (float(e.get("received_at") or 0.0), e.get("seq") or 0)
+            if several
+            else (0.0, e.get("seq") or 0)
+        ),
+    ):
         outcome = str(eff.get("outcome", ""))
         detail: dict[str, Any] = {
             k: eff.get(k)
@@ -111,6 +122,7 @@ def build_timeline(
                 "provider_message_id",
                 "fault",
                 "status_code",
+                *(("provider",) if several else ()),
             )
             if eff.get(k) is not None
         }
@@ -121,8 +133,13 @@ def build_timeline(
             detail["duplicate"] = accepted_seen[ident] > 1
             if detail["duplicate"] and first_seq.get(ident) is not None:
                 detail["repeats"] = first_seq[ident]  # so a report can link it to the original
+                if several:
+                    detail["repeats_provider"] = first_provider.get(ident)
             first_seq.setdefault(ident, eff.get("seq"))
+            first_provider.setdefault(ident, eff.get("provider"))
         label = outcome + (" (duplicate)" if detail.get("duplicate") else "")
+        if several:
+            label += f" at {eff.get('provider')}"
         event = {"lane": PROVIDER_LANE, "kind": "effect", "label": label, "detail": detail}
         received_at = float(eff.get("received_at") or 0.0)
         received = (
@@ -203,9 +220,22 @@ def timeline_from_workdir(workdir: Path, slug: str) -> list[dict[str, Any]] | No
     start = min(e.t for e in events)
     opened = next((e for e in events if e.event == "provider_epoch"), None)
     epoch = (opened.detail or {}).get("epoch") if opened is not None else None
+    # several providers: each opened its own epoch (``provider_epoch`` names it), and each
+    # keeps its own log, ``provider-effects-<name>.sqlite`` past the first
+    named = {
+        str((e.detail or {}).get("provider")): (e.detail or {}).get("epoch")
+        for e in events
+        if e.event == "provider_epoch" and (e.detail or {}).get("provider")
+    }
+    first = next(iter(named), None)
     effects: list[dict[str, Any]] = []
     for log in sorted(workdir.glob(_PROVIDER_LOGS)):
-        effects += read_effects(log, start=start, epoch=epoch) or []
+        suffix = log.name.removesuffix(".sqlite").removeprefix("provider-effects")
+        name = suffix.removeprefix("-") or first
+        found = read_effects(log, start=start, epoch=named.get(name, epoch) if name else epoch)
+        if name is not None and named:
+            found = [{**row, "provider": name} for row in found or ()]
+        effects += found or []
     ledger = read_ledger_events(case_dir)
     return build_timeline(events, effects, ledger_events=ledger, t0=start)
 

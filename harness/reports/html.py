@@ -410,27 +410,40 @@ def _looks(case: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _effect_anchors(case: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[int, str]:
-    """provider seq -> the id of its row in the case's timeline events table (the first row
-    with that seq, so ids stay unique on the page)."""
-    anchors: dict[int, str] = {}
+#: an effect's place on the page: (its provider, with several; else "", its log seq)
+_Mark = tuple[str, int]
+
+
+def _effect_anchors(
+    case: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
+) -> dict[_Mark, str]:
+    """(provider, seq) -> the id of its row in the case's timeline events table (the first
+    row with that mark, so ids stay unique on the page). The provider is named only with
+    several providers, each of which numbers its own log."""
+    anchors: dict[_Mark, str] = {}
     for ev in events:
-        seq = (ev.get("detail") or {}).get("seq")
-        if ev["kind"] == "effect" and isinstance(seq, int) and seq not in anchors:
-            anchors[seq] = f"{_anchor(case['id'])}-effect-{seq}"
+        detail = ev.get("detail") or {}
+        seq = detail.get("seq")
+        provider = str(detail.get("provider") or "")
+        if ev["kind"] == "effect" and isinstance(seq, int) and (provider, seq) not in anchors:
+            tail = f"{provider}-{seq}" if provider else str(seq)
+            anchors[(provider, seq)] = f"{_anchor(case['id'])}-effect-{tail}"
     return anchors
 
 
-def _effect_link(seq: int | None, anchors: Mapping[int, str]) -> str:
-    """``#seq``, a link to its timeline row when the page has one."""
+def _effect_link(seq: int | None, anchors: Mapping[_Mark, str], provider: str | None = None) -> str:
+    """``#seq`` (``mail#seq`` with several providers), a link to its timeline row when the
+    page has one."""
     if seq is None:
         return "an effect"
-    if seq in anchors:
-        return f'<a href="#{anchors[seq]}">#{seq}</a>'
-    return f"#{seq}"
+    text = f"{provider or ''}#{seq}"
+    mark = (provider or "", seq)
+    if mark in anchors:
+        return f'<a href="#{anchors[mark]}">{escape(text)}</a>'
+    return escape(text)
 
 
-def _failure_about(case: Mapping[str, Any], anchors: Mapping[int, str]) -> list[str]:
+def _failure_about(case: Mapping[str, Any], anchors: Mapping[_Mark, str]) -> list[str]:
     """What a failure was about: the destinations that got a message twice, each duplicate
     linked to the effect it repeats, and the destinations that never got theirs."""
     out = []
@@ -438,8 +451,8 @@ def _failure_about(case: Mapping[str, Any], anchors: Mapping[int, str]) -> list[
     if dups:
         named = ", ".join(f"<code>{escape(d)}</code>" for d in duplicated_destinations(case))
         items = "".join(
-            f"<li>effect {_effect_link(d.seq, anchors)} repeats "
-            f'<span class="repeats">{_effect_link(d.repeats, anchors)}</span> '
+            f"<li>effect {_effect_link(d.seq, anchors, d.provider)} repeats "
+            f'<span class="repeats">{_effect_link(d.repeats, anchors, d.repeats_provider)}</span> '
             f"({escape(repeat_because(d))})</li>"
             for d in dups
         )
@@ -453,7 +466,11 @@ def _event_rows(case: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) ->
     """The timeline events table (without plain boundary hits); an effect's row is anchored
     by its provider seq, and a duplicate's row links to the row of the effect it repeats."""
     anchors = _effect_anchors(case, events)
-    repeats = {d.seq: d.repeats for d in duplicates(case) if d.seq is not None}
+    repeats = {
+        (d.provider or "", d.seq): (d.repeats, d.repeats_provider)
+        for d in duplicates(case)
+        if d.seq is not None
+    }
     used: set[str] = set()
     rows = []
     for ev in events:
@@ -464,14 +481,16 @@ def _event_rows(case: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) ->
         row_id = ""
         seq = detail.get("seq")
         if ev["kind"] == "effect" and isinstance(seq, int):
-            what = f"#{seq} {what}"
+            mark = (str(detail.get("provider") or ""), seq)
+            what = f"{escape(mark[0])}#{seq} {what}"
             if detail.get("destination") is not None:
                 what += f" → {escape(str(detail['destination']))}"
-            if seq in repeats:
-                what += f" — repeats {_effect_link(repeats[seq], anchors)}"
-            if anchors.get(seq) and anchors[seq] not in used:
-                used.add(anchors[seq])
-                row_id = f' id="{anchors[seq]}"'
+            if mark in repeats:
+                original, original_provider = repeats[mark]
+                what += f" — repeats {_effect_link(original, anchors, original_provider)}"
+            if anchors.get(mark) and anchors[mark] not in used:
+                used.add(anchors[mark])
+                row_id = f' id="{anchors[mark]}"'
         rows.append(
             f'<tr{row_id}><td class="num">{float(ev["t"]) * 1000:.1f}</td>'
             f"<td>{escape(str(ev['lane']))}</td><td>{escape(str(ev['kind']))}</td>"
