@@ -346,3 +346,51 @@ def test_each_providers_epoch_is_audited_and_named() -> None:
     _check_epoch(ctx, talk, 4)  # type: ignore[arg-type]
     assert ctx.provider_doubts == ["provider talk's epoch moved from 4 to 5"]
     assert ctx.recorded == ["provider_epoch_changed"]
+
+
+def _effect(provider: str, seq: int, repeats: tuple[str, int] | None = None) -> dict[str, Any]:
+    detail: dict[str, Any] = {"seq": seq, "provider": provider}
+    if repeats is not None:
+        detail |= {"repeats_provider": repeats[0], "repeats": repeats[1]}
+    return {"lane": "provider", "kind": "effect", "label": "fresh", "detail": detail}
+
+
+def test_each_providers_records_are_numbered_from_its_own_first() -> None:
+    """Each provider numbers its own log: an earlier case's race that logged two more
+    records at ``hooks`` shifts hooks' numbers, never pay's, and the content agrees."""
+    from harness.engine.determinism import content, first_difference
+
+    def report(hooks_first: int) -> dict[str, Any]:
+        timeline = [
+            _effect("hooks", hooks_first),
+            _effect("pay", 3),
+            _effect("hooks", hooks_first + 1, repeats=("hooks", hooks_first)),
+        ]
+        return {"cases": [{"id": "crash@after_send#1", "timeline": timeline}]}
+
+    assert first_difference(content(report(5)), content(report(7))) is None
+    # a record that really moved within its provider's log is still a difference
+    moved = report(5)
+    moved["cases"][0]["timeline"][2]["detail"]["repeats"] = 6
+    assert first_difference(content(report(5)), content(moved)) is not None
+
+
+def test_two_runs_of_one_seed_with_two_providers_write_the_same_content(tmp_path: Path) -> None:
+    """The effects now say their provider; two runs of one seed still agree on content."""
+    from harness.engine.determinism import content, first_difference
+    from harness.reports import to_json
+
+    cases = ["baseline", "crash@after_send#1"]
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+    first, second = (
+        content(to_json(_result(tmp_path / run, "tests._two_providers:NAIVE", cases)))
+        for run in ("a", "b")
+    )
+    assert any("provider" in e for c in first["cases"] for e in _effects_of(c))
+    assert first_difference(first, second) is None
+
+
+def _effects_of(case: dict[str, Any]) -> list[dict[str, Any]]:
+    dups = case["invariants"]["exactly_once_effect"]["evidence"].get("duplicates") or []
+    return [e for d in dups for e in d["effects"]]

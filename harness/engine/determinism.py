@@ -66,22 +66,29 @@ def _set_paths(value: Any, path: list[str]) -> Any:
 def _case_seqs(timeline: list[Any]) -> list[Any]:
     """Provider records numbered from the case's first: the provider's ``seq`` counts every
     record it logged before, an earlier case's race included, so only its offset within the
-    case is content."""
-    seqs = [
-        e["detail"]["seq"]
-        for e in timeline
-        if isinstance(e, dict) and isinstance(e.get("detail"), dict) and "seq" in e["detail"]
-    ]
-    if not seqs:
+    case is content. With several providers (``[provider.NAME]``) each numbers its own log,
+    so each is renumbered from its own first record (a ``repeats`` by its
+    ``repeats_provider``): an earlier race at one provider shifts none of the others."""
+    bases: dict[Any, int] = {}
+    for e in timeline:
+        detail = e.get("detail") if isinstance(e, dict) else None
+        if isinstance(detail, dict) and isinstance(detail.get("seq"), int):
+            who = detail.get("provider")
+            bases[who] = min(bases.get(who, detail["seq"]), detail["seq"])
+    if not bases:
         return timeline
-    base = min(seqs) - 1
 
     def renumber(event: Any) -> Any:
         detail = event.get("detail") if isinstance(event, dict) else None
         if not isinstance(detail, dict) or "seq" not in detail:
             return event
-        keys = ("seq", "repeats")
-        moved = {k: v - base for k, v in detail.items() if k in keys and isinstance(v, int)}
+        who = detail.get("provider")
+        owners = {"seq": who, "repeats": detail.get("repeats_provider", who)}
+        moved = {
+            k: v - (bases.get(owner, bases.get(who, 1)) - 1)
+            for k, owner in owners.items()
+            if isinstance(v := detail.get(k), int)
+        }
         return {**event, "detail": {**detail, **moved}}
 
     return [renumber(e) for e in timeline]
