@@ -5,8 +5,9 @@ What lives where (the Jepsen split: generator, nemesis, checker, store, report):
 - plan and schedule: ``scenario`` (scenario files), ``_overrides`` (``--set``), ``schedule``
   (steps and cases), ``_plan`` (certify's plan, refusing a bad one), ``workload`` (runs and
   roster from a seed), ``credentials``;
-- running cases: ``campaign`` (one provider, one supervisor, case after case), ``_case``
-  (one case's context), ``_case_result``, ``parallel`` and ``_jobpipe`` (cases in forked
+- running cases: ``campaign`` (its providers, one supervisor, case after case),
+  ``_providers`` (several named providers: ``[provider.NAME]``), ``_case`` (one case's
+  context), ``_case_result``, ``parallel`` and ``_jobpipe`` (cases in forked
   jobs), ``sweep`` and ``explore`` (systematic and Hypothesis-drawn schedules),
   ``determinism`` (rerun and compare), ``outcome`` (one rule from results to exit status);
 - processes: ``supervisor`` (fork, arm, kill, reap), ``_tree`` (a worker's process tree),
