@@ -394,3 +394,20 @@ def test_two_runs_of_one_seed_with_two_providers_write_the_same_content(tmp_path
 def _effects_of(case: dict[str, Any]) -> list[dict[str, Any]]:
     dups = case["invariants"]["exactly_once_effect"]["evidence"].get("duplicates") or []
     return [e for d in dups for e in d["effects"]]
+
+
+def test_what_a_system_speaks_and_the_preset_facts_it_relies_on_are_two_fields() -> None:
+    """``System.presets`` is the facts a system relies on (a mapping); ``System.speaks`` the
+    presets its worker can talk to: the reference (and the reference run as a program) speak
+    their adapters' presets, a program of one's own any."""
+    from harness.presets import PresetFacts
+    from harness.systems import command_system, resolve
+
+    reference = resolve("reference")
+    assert reference.speaks == ("payments", "queue-fifo", "chat", "smtp")
+    assert reference.presets is not None
+    assert all(isinstance(f, PresetFacts) for f in reference.presets.values())
+    assert resolve("mutant:ack_before_send").speaks == reference.speaks
+    as_program = command_system("python -m harness.reference")
+    assert (as_program.speaks, as_program.presets) == (reference.speaks, reference.presets)
+    assert command_system("python -m myapp.worker").speaks is None
