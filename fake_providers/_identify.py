@@ -332,13 +332,15 @@ def _template(arg: str, text: str) -> re.Pattern[str]:
 
 
 def _text(value: object) -> str | None:
-    """A found value as text: strings trimmed, numbers written out; nothing else counts."""
+    """A found value as text: strings as sent (the log is the ground truth: a recipient
+    spelled with spaces is logged so, and the harness's normal form decides what is one
+    recipient), numbers written out; blank or anything else counts as not found."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str) and value.strip():
-        return value.strip()
+        return value
     return None
 
 
