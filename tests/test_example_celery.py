@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ from tests._services import needs_libfaketime, needs_redis
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "examples" / "celery_worker"
 REDIS_URL = "redis://127.0.0.1:6379/5"
+#: this test run's own key namespace: other runs on this machine (a developer's, another CI
+#: job's) share the Redis, and their keys are never this run's leftovers
+NAMESPACE = f"celery-example-test-{uuid.uuid4().hex[:8]}"
 
 
 pytest.importorskip("celery")
@@ -59,7 +63,7 @@ EXPECTED: dict[str, dict[str, set[frozenset[str]]]] = {
 def _keys() -> set[bytes]:
     from redis import Redis
 
-    return set(Redis.from_url(REDIS_URL).scan_iter(match="celery-example:*"))
+    return set(Redis.from_url(REDIS_URL).scan_iter(match=f"{NAMESPACE}:*"))
 
 
 def _sweep(tmp_path: Path, name: str) -> tuple[int, dict[str, Any], str]:
@@ -73,7 +77,12 @@ def _sweep(tmp_path: Path, name: str) -> tuple[int, dict[str, Any], str]:
         capture_output=True,
         text=True,
         timeout=380,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "CRASH_HARNESS_TMPDIR": str(tmp_path)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "CRASH_HARNESS_TMPDIR": str(tmp_path),
+            "CELERY_EXAMPLE_NAMESPACE": NAMESPACE,
+        },
         check=False,
     )
     report = json.loads((out / "report.json").read_text())

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from tests._services import needs_libfaketime, needs_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "examples" / "rq_worker"
+#: this test run's own queue name: other runs on this machine (a developer's, another CI job's)
+#: share the Redis, and their keys are never this run's leftovers
+QUEUE = f"deliveries-test-{uuid.uuid4().hex[:8]}"
 
 
 pytest.importorskip("rq")
@@ -39,7 +43,7 @@ def _crash_harness(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str
         capture_output=True,
         text=True,
         timeout=280,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "RQ_EXAMPLE_QUEUE": QUEUE},
         check=False,
     )
     report = json.loads((out / "report.json").read_text())
@@ -71,7 +75,7 @@ def test_defaults_lose_the_job_whose_work_horse_dies(tmp_path: Path) -> None:
 def _rq_keys() -> set[bytes]:
     from redis import Redis
 
-    return set(Redis.from_url("redis://127.0.0.1:6379/0").scan_iter(match="rq:*deliveries-*"))
+    return set(Redis.from_url("redis://127.0.0.1:6379/0").scan_iter(match=f"rq:*{QUEUE}-*"))
 
 
 @needs_libfaketime

@@ -22,7 +22,7 @@ MEGABYTES = 96
 _HARNESS = """
 import json, os, resource, sys
 from pathlib import Path
-from harness import _secrets
+from harness.engine import _secrets
 from harness.engine.supervisor import Supervisor
 
 SECRET, MB, workdir = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])

@@ -32,6 +32,9 @@ from harness.worker_config import WorkerConfig
 BOUNDARIES = ("after_enqueue", "job_started", "after_provider_accept")
 #: set CELERY_EXAMPLE_REDIS_URL to use another Redis (DB 5 keeps clear of RQ's DB 0)
 REDIS_URL = os.environ.get("CELERY_EXAMPLE_REDIS_URL", "redis://127.0.0.1:6379/5")
+#: what every key of this example starts with: set CELERY_EXAMPLE_NAMESPACE to tell two runs'
+#: keys apart on one Redis (the tests do, so a run beside theirs is never counted as theirs)
+NAMESPACE = os.environ.get("CELERY_EXAMPLE_NAMESPACE", "celery-example")
 
 app = Celery("deliveries", broker=REDIS_URL)  # no result backend: celery_sent says it
 app.conf.broker_connection_retry_on_startup = True
@@ -39,7 +42,7 @@ app.conf.broker_connection_retry_on_startup = True
 
 def key_prefix(config: WorkerConfig) -> str:
     """Kombu's ``global_keyprefix`` for the case: every key it writes starts with this."""
-    return f"celery-example:{config.case_key}:"
+    return f"{NAMESPACE}:{config.case_key}:"
 
 
 def configure(config: WorkerConfig, *, fixed: bool) -> str:

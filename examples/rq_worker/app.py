@@ -35,11 +35,14 @@ from harness.worker_config import WorkerConfig
 BOUNDARIES = ("after_enqueue", "job_started", "after_provider_accept")
 #: set RQ_EXAMPLE_REDIS_URL to use another Redis
 REDIS_URL = os.environ.get("RQ_EXAMPLE_REDIS_URL", "redis://127.0.0.1:6379/0")
+#: the queues' name before the case key: set RQ_EXAMPLE_QUEUE to tell two runs' queues apart
+#: on one Redis (the tests do, so a run beside theirs is never counted as theirs)
+QUEUE = os.environ.get("RQ_EXAMPLE_QUEUE", "deliveries")
 
 
 def queue_name(config: WorkerConfig) -> str:
     """One queue per case database: ``deliveries-<hash>``."""
-    return f"deliveries-{config.case_key}"
+    return f"{QUEUE}-{config.case_key}"
 
 
 def connect() -> Redis:

@@ -34,7 +34,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "clean": (
         "harness.cli.clean",
         "clean_cmd",
-        "Remove work dirs, cgroups and case schemas of runs that are...",
+        "Remove work dirs, cgroups, case schemas and processes of...",
     ),
     "completion": (
         "harness.cli._complete",
