@@ -42,7 +42,7 @@ from harness.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.systems import System
 from harness.trace import TraceEvent
 from harness.worker_config import WorkerConfig
-from harness.workload import Workload, build_workload, seed_database
+from harness.workload import Workload, build_workload, case_intent, seed_database
 
 #: how long one worker incarnation may run before it is declared hung
 DEFAULT_WORKER_DEADLINE_S = 60.0
@@ -565,6 +565,8 @@ def run_case(
             lambda engine: _build_ledger(system, workload, engine),
             template=_ledger_template(workdir, system, workload),
         )
+        # what the case holds the system to: its own declared intent, or the workload's
+        intended = case_intent(system, workload, target)
         faults = (
             settings.provider_faults
             if settings.provider_faults is not None
@@ -619,7 +621,7 @@ def run_case(
             worker_deadline_s=settings.worker_deadline_s,
             base_config=base_config,
             provider_rules=rules,
-            intended=dict(workload.intended()),
+            intended=intended,
             provider_advances=provider_advances if provider_advances is not None else [],
             crash_scope=settings.crash_scope,
             settle=settings.settle,
@@ -672,6 +674,8 @@ def run_case(
             observed_at=clock.now(),
             provider_clock_offset_s=sum(s for _, s in ctx.provider_advances),
         )
+        if observation.ledger is not None and observation.ledger.refused is not None:
+            ctx.notes.append(observation.ledger.refused)  # why the ledger was not judged
     finally:
         if ctx is not None:
             ctx.tear_down()  # once, however the case ended: the broker's state is the case's
