@@ -499,12 +499,12 @@ class PartialLedger(LedgerSnapshot):
 
     def __getattribute__(self, name: str) -> Any:
         if name in _SNAPSHOT_FIELDS and _called_from_checker():
-            part = name.replace("_", " ")
             refused = object.__getattribute__(self, "refused")
             if refused is not None:  # not a blind spot: the case is unknown, not a pass
-                raise MissingEvidenceError(f"ledger {part} not read: {refused}")
+                raise MissingEvidenceError(refused)
             missing = object.__getattribute__(self, "missing")
             if name in missing:
+                part = name.replace("_", " ")
                 raise MissingEvidenceError(f"{NOT_JUDGED} ledger {part}: {missing[name]}")
         return object.__getattribute__(self, name)
 
@@ -538,7 +538,7 @@ class _LedgerReader:
         try:
             return self._read(self.adapter, engine)
         except LedgerRefusedError as exc:
-            why = f"the ledger adapter's reading was refused: {exc}"
+            why = f"ledger refused: {exc}"
             return PartialLedger(
                 committed_runs=frozenset(),
                 frozen_destinations={},

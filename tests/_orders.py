@@ -7,7 +7,10 @@ those. Importable as ``tests._orders:NAME`` for ``--system``.
 
 from __future__ import annotations
 
+import smtplib
+from email.message import EmailMessage
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 import requests
 from sqlalchemy import Engine, text
@@ -62,7 +65,29 @@ def _confirm(config: WorkerConfig, order_id: str, email: str, item: str) -> None
     ).raise_for_status()
 
 
-def _run(config: WorkerConfig, *, skip_last: bool, status: str = "sent") -> None:
+def _mail(config: WorkerConfig, order_id: str, email: str, item: str, *, attributed: bool) -> None:
+    """The confirmation as an e-mail, as ``docs/own-worker.md`` shows it (SMTP section)."""
+    message = EmailMessage()
+    message["From"] = "shop@example.com"
+    message["To"] = email
+    message["Subject"] = f"Order {order_id} confirmed"
+    # stable per delivery: the server does not dedupe on it, but the checkers compare it
+    message["Message-ID"] = f"<{idempotency_key_for(order_id, email)}@shop.example>"
+    if attributed:  # what the checks need today to count the mail against its delivery
+        message["X-Run-Id"] = order_id
+        message["X-Delivery-Id"] = delivery_id_for(order_id, email)
+        message["X-Recognizer"] = recognizer_for(order_id, email)
+    message.set_content(f"Your order {item} is confirmed.")
+    host = urlsplit(config.provider_url).hostname or "127.0.0.1"
+    assert config.provider_smtp_port is not None, "run with the smtp preset"
+    with smtplib.SMTP(host, config.provider_smtp_port, timeout=config.request_timeout_s) as smtp:
+        smtp.login(config.credential_id, config.credential_secret)
+        smtp.send_message(message)
+
+
+def _run(
+    config: WorkerConfig, *, skip_last: bool, status: str = "sent", channel: str = "http"
+) -> None:
     db = config.db.engine()
     try:
         with db.connect() as conn:
@@ -72,7 +97,10 @@ def _run(config: WorkerConfig, *, skip_last: bool, status: str = "sent") -> None
         if skip_last:  # the bug: an off-by-one drops the newest order
             todo = todo[:-1]
         for order_id, email, item in todo:
-            _confirm(config, order_id, email, item)
+            if channel == "http":
+                _confirm(config, order_id, email, item)
+            else:
+                _mail(config, order_id, email, item, attributed=channel == "mail")
             boundary("after_provider_accept")
             with db.begin() as conn:
                 conn.execute(
@@ -93,6 +121,14 @@ def _drops_one(config: WorkerConfig) -> None:
 
 def _marks_shipped(config: WorkerConfig) -> None:
     _run(config, skip_last=False, status="shipped")
+
+
+def _mails(config: WorkerConfig) -> None:
+    _run(config, skip_last=False, channel="mail")
+
+
+def _mails_unattributed(config: WorkerConfig) -> None:
+    _run(config, skip_last=False, channel="bare mail")
 
 
 class OrdersLedger(LedgerAdapter):
@@ -119,4 +155,11 @@ UNMAPPED = simple_system(
     boundaries=_BOUNDARIES,
     prepare=prepare,
     ledger=OrdersLedger,
+)
+MAILS = simple_system(_mails, name="tests._orders:MAILS", boundaries=_BOUNDARIES, prepare=prepare)
+MAILS_UNATTRIBUTED = simple_system(
+    _mails_unattributed,
+    name="tests._orders:MAILS_UNATTRIBUTED",
+    boundaries=_BOUNDARIES,
+    prepare=prepare,
 )

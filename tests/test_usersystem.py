@@ -423,3 +423,40 @@ def test_an_unmapped_state_makes_the_case_unknown_with_a_note(tmp_path: Path) ->
     (note,) = [n for n in case.notes if "refused" in n]
     assert "OrdersLedger.deliveries_sql column status holds 'shipped' (4 rows)" in note
     assert "it maps 'sent'" in note
+
+
+def test_smtp_orders_worker_is_counted_by_its_headers(tmp_path: Path) -> None:
+    """The SMTP recipe of own-worker.md: AUTH with the credential id and secret on
+    ``provider_smtp_port``, ``X-Run-Id``/``X-Delivery-Id`` headers. Every order's mail is
+    counted; a crash after the server accepted one and a restart send it again, caught."""
+    settings = CampaignSettings(
+        system=_orders.MAILS,
+        seed=4,
+        workdir=tmp_path,
+        provider_preset="smtp",
+        provider_faults=(),
+        runs=2,
+    )
+    baseline, crashed = run_campaign(settings).cases
+    assert baseline.verdict is Status.PASS, (baseline.invariants, baseline.notes)
+    assert baseline.intended == baseline.accepted == 4
+    assert crashed.invariants["exactly_once_effect"].status is Status.FAIL
+    (duplicate,) = crashed.invariants["exactly_once_effect"].evidence["duplicates"]
+    assert duplicate["run_id"] == "order-001"
+
+
+def test_smtp_mail_without_the_headers_is_not_counted(tmp_path: Path) -> None:
+    """Without ``X-Run-Id``/``X-Delivery-Id`` a mail names no run: its order reads as lost
+    (what the SMTP section warns of)."""
+    settings = CampaignSettings(
+        system=_orders.MAILS_UNATTRIBUTED,
+        seed=4,
+        workdir=tmp_path,
+        provider_preset="smtp",
+        provider_faults=(),
+        runs=2,
+        cases=[CaseSpec()],
+    )
+    (case,) = run_campaign(settings).cases
+    assert case.accepted == 4
+    assert case.invariants["no_silent_loss"].status is Status.FAIL
