@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from sqlalchemy import Engine, text
 
 from harness import _db
-from harness.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
 from harness.errors import BadInputError, SystemDefinitionError
 from harness.invariants import CHECKERS, EffectRow, Observation, Status, run_all
 from harness.systems import System
@@ -271,7 +271,7 @@ def test_intent_query_names_the_intended_deliveries(tmp_path: Path) -> None:
     ],
 )
 def test_a_malformed_intent_is_bad_input(
-    tmp_path: Path, returned: object, intent: str | None, message: str
+    tmp_path: Path, returned: Any, intent: str | None, message: str
 ) -> None:
     """Nothing, a non-pair, both ways at once, or a query with the wrong columns: one line
     naming the system, never a case that intends nothing (and so cannot lose anything)."""
@@ -296,7 +296,7 @@ def test_without_declared_intent_the_workload_is_the_intent(tmp_path: Path) -> N
     assert case_intent(system, workload, config.db) == workload.intended()
 
 
-def _orders_campaign(system: System, db_url: str | None, tmp_path: Path) -> list[object]:
+def _orders_campaign(system: System, db_url: str | None, tmp_path: Path) -> list[CaseResult]:
     settings = CampaignSettings(
         system=system, seed=4, db_url=db_url, workdir=tmp_path, provider_faults=(), runs=2
     )
