@@ -4,8 +4,9 @@ What lives where:
 
 - ``harness.boundary`` (from ``_boundary``): the one call a worker adds to its own code.
   Importing ``harness`` imports nothing heavy, so production code can keep the calls.
-- ``harness.simple_system``, ``jobs``, ``Job``, ``LedgerAdapter``, ``WorkerConfig``,
-  ``System``: plugging in your own worker (``docs/own-worker.md``); loaded on first use.
+- ``harness.simple_system``, ``jobs``, ``planned_work``, ``Job``, ``LedgerAdapter``,
+  ``WorkerConfig``, ``System``: plugging in your own worker (``docs/own-worker.md``); loaded
+  on first use.
 - ``harness.names``: canonical boundary, state and invariant names.
 - ``harness.errors``: the error tree and exit statuses.
 - ``harness.supervisor``: forks, arms, kills and reaps worker processes.
@@ -24,7 +25,7 @@ from harness._boundary import boundary, note
 
 if TYPE_CHECKING:
     from harness.systems import System
-    from harness.usersystem import Job, LedgerAdapter, jobs, simple_system
+    from harness.usersystem import Job, LedgerAdapter, jobs, planned_work, simple_system
     from harness.worker_config import WorkerConfig
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "boundary",
     "jobs",
     "note",
+    "planned_work",
     "simple_system",
 ]
 __version__ = "0.1.0"
@@ -46,6 +48,7 @@ _LAZY = {
     "Job": "harness.usersystem",
     "LedgerAdapter": "harness.usersystem",
     "jobs": "harness.usersystem",
+    "planned_work": "harness.usersystem",
     "simple_system": "harness.usersystem",
     "System": "harness.systems",
     "WorkerConfig": "harness.worker_config",
