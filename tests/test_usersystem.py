@@ -12,9 +12,9 @@ from sqlalchemy import Engine, text
 
 from harness import _db
 from harness.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
-from harness.errors import BadInputError, SystemDefinitionError
+from harness.errors import BadInputError, SystemDefinitionError, UnknownSystemError
 from harness.invariants import CHECKERS, EffectRow, Observation, Status, run_all
-from harness.systems import System
+from harness.systems import System, resolve
 from harness.usersystem import (
     NOT_JUDGED,
     LedgerAdapter,
@@ -460,3 +460,23 @@ def test_smtp_mail_without_the_headers_is_not_counted(tmp_path: Path) -> None:
     (case,) = run_campaign(settings).cases
     assert case.accepted == 4
     assert case.invariants["no_silent_loss"].status is Status.FAIL
+
+
+def test_a_module_defining_a_bad_adapter_is_one_line_of_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--system mod:SYSTEM`` whose module maps a state onto no harness state: refused as
+    bad input naming the adapter and the value (exit 2 on the command line), no traceback."""
+    (tmp_path / "typo_shop.py").write_text(
+        "from harness import LedgerAdapter, simple_system\n"
+        "class ShopLedger(LedgerAdapter):\n"
+        "    deliveries_sql = 'SELECT 1'\n"
+        "    states = {'sent': 'deliverd'}\n"
+        "SYSTEM = simple_system(lambda c: None, name='typo_shop:SYSTEM', boundaries=['b'],"
+        " ledger=ShopLedger)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(UnknownSystemError, match=r"ShopLedger\.states maps 'sent' to 'deliverd'"):
+        resolve("typo_shop:SYSTEM")
+    sys.modules.pop("typo_shop", None)
