@@ -699,9 +699,7 @@ class _DeclaredIntent:
             if returned is None:
                 return None
             label = getattr(self.prepare, "__qualname__", "prepare")
-            return _flat(
-                intent_pairs(returned, where=self._where(f"what prepare {label} returned"))
-            )
+            return _flat(intent_pairs(returned, where=self._where(f"what {label}() returned")))
         if returned is not None:
             raise BadInputError(
                 f"system {self.system!r}: prepare returned the intended deliveries and "
