@@ -535,9 +535,17 @@ class _LedgerReader:
                 no_rows_because=why,
                 missing={name: why for name in _SNAPSHOT_FIELDS - {"deliveries", "state_counts"}},
             )
+        from sqlalchemy.exc import SQLAlchemyError
+
         try:
             return self._read(self.adapter, engine)
-        except LedgerRefusedError as exc:
+        except (LedgerRefusedError, SQLAlchemyError) as exc:
+            if isinstance(exc, SQLAlchemyError):  # a query of the adapter does not run
+                first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+                exc = LedgerRefusedError(
+                    f"a query of {type(self.adapter).__name__} failed on the case's "
+                    f"database: {first}"
+                )
             why = f"ledger refused: {exc}"
             return PartialLedger(
                 committed_runs=frozenset(),

@@ -480,3 +480,21 @@ def test_a_module_defining_a_bad_adapter_is_one_line_of_bad_input(
     with pytest.raises(UnknownSystemError, match=r"ShopLedger\.states maps 'sent' to 'deliverd'"):
         resolve("typo_shop:SYSTEM")
     sys.modules.pop("typo_shop", None)
+
+
+def test_an_adapter_query_that_does_not_run_is_named_in_the_refusal(tmp_path: Path) -> None:
+    """A typo in the adapter's SQL: unknown with the database's own words, not a bare
+    "ledger could not be read"."""
+
+    class Typo(_Adapter):
+        deliveries_sql = "SELECT run_id, destination, stat AS status FROM mine"
+
+    system = simple_system(_noop, name="t:S", boundaries=["b"], ledger=Typo)
+    engine = _ledger_with(tmp_path, ("r1", "a@x", "done", "k1", "w1"))
+    snapshot = system.read_ledger(engine)
+    engine.dispose()
+    assert snapshot.refused is not None
+    assert "a query of Typo failed" in snapshot.refused
+    assert "stat" in snapshot.refused
+    checks = run_all(Observation(intended={"r1": ("a@x",)}, ledger=snapshot, effects=()))
+    assert checks["one_delivery_identity"].status is Status.UNKNOWN
