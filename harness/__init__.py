@@ -5,8 +5,8 @@ What lives where (the rooms; ``tests/test_architecture.py`` keeps them):
 - The public face, the modules directly in ``harness/``: what a user's system imports.
   ``harness.boundary`` and ``note`` (the one call a worker adds to its own code; importing
   ``harness`` imports nothing heavy, so production code can keep the calls);
-  ``simple_system``, ``jobs``, ``Job``, ``LedgerAdapter``, ``WorkerConfig``, ``System``
-  (plugging in your own worker, ``docs/own-worker.md``; loaded on first use);
+  ``simple_system``, ``jobs``, ``planned_work``, ``Job``, ``LedgerAdapter``, ``WorkerConfig``,
+  ``System`` (plugging in your own worker, ``docs/own-worker.md``; loaded on first use);
   ``harness.systems`` (``System``, finding a system by ``module:attr``), ``usersystem``,
   ``worker_config``, ``intake`` (the tables the harness writes; ``Roster``), ``snapshot``
   (what ``read_ledger`` returns), ``db`` (opening the case database as the harness does),
@@ -34,7 +34,7 @@ from harness.engine._boundary import boundary, note
 
 if TYPE_CHECKING:
     from harness.systems import System
-    from harness.usersystem import Job, LedgerAdapter, jobs, simple_system
+    from harness.usersystem import Job, LedgerAdapter, jobs, planned_work, simple_system
     from harness.worker_config import WorkerConfig
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "boundary",
     "jobs",
     "note",
+    "planned_work",
     "simple_system",
 ]
 __version__ = "0.1.0"
@@ -56,6 +57,7 @@ _LAZY = {
     "Job": "harness.usersystem",
     "LedgerAdapter": "harness.usersystem",
     "jobs": "harness.usersystem",
+    "planned_work": "harness.usersystem",
     "simple_system": "harness.usersystem",
     "System": "harness.systems",
     "WorkerConfig": "harness.worker_config",

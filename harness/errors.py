@@ -4,6 +4,7 @@
     ├── BadInputError            the user's input is wrong (exit 2): names the field and the fix
     │   ├── UnknownBoundaryError a plan names a boundary the system does not declare
     │   ├── UnknownSystemError   --system names nothing we can load
+    │   ├── SystemDefinitionError a simple_system or ledger adapter is declared wrongly
     │   └── DatabaseUnreachableError  --db cannot be connected to
     ├── LeaseLostError           a worker's fenced update found a newer lease epoch
     └── SupervisorError          the harness could not start or reap a worker
@@ -64,6 +65,12 @@ class UnknownBoundaryError(BadInputError):
 
 class UnknownSystemError(BadInputError):
     """``--system`` names no built-in system, mutant or importable ``module:attr``."""
+
+
+class SystemDefinitionError(BadInputError, ValueError):
+    """A user's ``simple_system(...)`` or ``LedgerAdapter`` is declared wrongly (a boundary
+    listed twice, a state mapped to no harness state): refused where it is written, before a
+    case runs. A ``ValueError`` too, as these were before they had a name."""
 
 
 class DatabaseUnreachableError(BadInputError):

@@ -7,7 +7,9 @@ named here, the one place a system imports them from, as the reference system do
 
 ``PartialLedger`` is a snapshot some of whose parts the system cannot give: a checker that
 reads a missing part answers *unknown* (``NOT_JUDGED``), never a *pass* built on an empty
-table. ``unread_ledger`` is the snapshot of a system with no ledger adapter at all.
+table. ``unread_ledger`` is the snapshot of a system with no ledger adapter at all, and
+``refused_ledger`` the snapshot of one whose adapter gave a value it does not map: every
+checker that reads it answers *unknown*, and the case's note says why.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "LedgerSnapshot",
     "PartialLedger",
     "StatusChange",
+    "refused_ledger",
     "unread_ledger",
 ]
 
@@ -55,9 +58,12 @@ class PartialLedger(LedgerSnapshot):
     missing: Mapping[str, str] = field(default_factory=dict)
 
     def __getattribute__(self, name: str) -> Any:
-        if name in SNAPSHOT_FIELDS:
+        if name in SNAPSHOT_FIELDS and JUDGING.get():
+            refused = object.__getattribute__(self, "refused")
+            if refused is not None:  # not a blind spot: the case is unknown, not a pass
+                raise MissingEvidenceError(refused)
             missing = object.__getattribute__(self, "missing")
-            if name in missing and JUDGING.get():
+            if name in missing:
                 part = name.replace("_", " ")
                 raise MissingEvidenceError(f"{NOT_JUDGED} ledger {part}: {missing[name]}")
         return object.__getattribute__(self, name)
@@ -65,7 +71,9 @@ class PartialLedger(LedgerSnapshot):
     def __repr__(self) -> str:
         deliveries = object.__getattribute__(self, "deliveries")
         missing = object.__getattribute__(self, "missing")
-        return f"PartialLedger({len(deliveries)} deliveries, missing={sorted(missing)})"
+        refused = object.__getattribute__(self, "refused")
+        why = "" if refused is None else ", refused"
+        return f"PartialLedger({len(deliveries)} deliveries, missing={sorted(missing)}{why})"
 
 
 def unread_ledger(system_name: str) -> PartialLedger:
@@ -80,4 +88,18 @@ def unread_ledger(system_name: str) -> PartialLedger:
         audit=(),
         no_rows_because=why,
         missing={name: why for name in SNAPSHOT_FIELDS - {"deliveries", "state_counts"}},
+    )
+
+
+def refused_ledger(why: str) -> PartialLedger:
+    """The snapshot of a ledger the harness refused to read (its adapter gave a value it does
+    not map, or a query of it does not run): no rows, and every checker answers *unknown*."""
+    return PartialLedger(
+        committed_runs=frozenset(),
+        frozen_destinations={},
+        deliveries=(),
+        queue=frozenset(),
+        audit=(),
+        no_rows_because=why,
+        refused=why,
     )

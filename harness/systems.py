@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
 
-from harness.errors import UnknownSystemError
+from harness.errors import BadInputError, UnknownSystemError
 from harness.intake import INTAKE_ROSTER, Roster, create_intake_tables
 from harness.names import BOUNDARIES
 from harness.presets import PresetFacts
@@ -61,6 +61,13 @@ class System:
     #: the provider presets this system's worker speaks (None: any; a worker of its own
     #: speaks whatever its scenario names); the reference's are its adapters
     speaks: tuple[str, ...] | None = None
+    #: what the system intends to deliver, from its own data: called on each case's database
+    #: once ``prepare`` made it and the harness wrote its work there (``run_requests``,
+    #: ``roster``), before any worker starts. It may write the system's own rows (a user's
+    #: ``orders``) and returns the (run_id, destination) pairs the checkers hold it to; None
+    #: (or a function answering None): the workload's intent, every run to its topic's roster
+    #: (``harness.engine.workload.case_intent``)
+    intent: Callable[[Engine], Iterable[tuple[str, str]] | None] | None = None
 
 
 def _subject(name: str) -> System:
@@ -87,6 +94,7 @@ def command_system(
     prepare: Callable[[Engine], None] | None = None,
     read_ledger: Callable[[Engine], LedgerSnapshot] | None = None,
     boundaries: tuple[str, ...] = tuple(BOUNDARIES),
+    intent: Callable[[Engine], Iterable[tuple[str, str]] | None] | None = None,
 ) -> System:
     """A worker that is a program: forked, then exec'd with the harness's settings in its
     environment (``CRASH_HARNESS_WORKER``, the provider secret, ``CRASH_HARNESS_CONTROL``).
@@ -134,6 +142,7 @@ def command_system(
         boundaries=boundaries,
         presets=ref.presets if ref is not None else None,
         speaks=_subject("reference").speaks if _is_reference_program(argv) else None,
+        intent=intent,
     )
 
 
@@ -163,6 +172,8 @@ def import_attr(ref: str, *, where: str, error: type[Exception] = UnknownSystemE
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise error(f"{where}: cannot import {module_name!r}: {exc}") from None
+    except BadInputError as exc:  # a simple_system(...) or adapter the module defines wrongly
+        raise error(f"{where}: {module_name!r}: {exc}") from None
     return getattr(module, attr, None)
 
 

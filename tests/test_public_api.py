@@ -11,7 +11,16 @@ import pytest
 
 import harness
 
-PUBLIC = ("boundary", "note", "jobs", "simple_system", "Job", "LedgerAdapter", "WorkerConfig")
+PUBLIC = (
+    "boundary",
+    "note",
+    "jobs",
+    "planned_work",
+    "simple_system",
+    "Job",
+    "LedgerAdapter",
+    "WorkerConfig",
+)
 
 
 def test_the_public_names_come_from_harness() -> None:

@@ -38,7 +38,7 @@ from harness.engine.schedule import CaseSpec, Step
 from harness.engine.settle import Settle
 from harness.engine.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.engine.trace import TraceEvent
-from harness.engine.workload import Workload, build_workload, seed_database
+from harness.engine.workload import Workload, build_workload, case_intent, seed_database
 from harness.errors import BadInputError
 from harness.faults import FAULTS
 from harness.intake import INTAKE_ROSTER
@@ -499,6 +499,8 @@ def run_case(
             lambda engine: _build_ledger(system, workload, engine),
             template=_ledger_template(workdir, system, workload),
         )
+        # what the case holds the system to: its own declared intent, or the workload's
+        intended = case_intent(system, workload, target)
         faults = (
             settings.provider_faults
             if settings.provider_faults is not None
@@ -573,7 +575,7 @@ def run_case(
             worker_deadline_s=settings.worker_deadline_s,
             base_config=base_config,
             provider_rules=rules,
-            intended=dict(workload.intended()),
+            intended=intended,
             provider_advances=provider_advances if provider_advances is not None else [],
             crash_scope=settings.crash_scope,
             settle=settings.settle,
@@ -649,6 +651,8 @@ def run_case(
             observed_at=clock.now(),
             provider_clock_offset_s=sum(s for _, s in ctx.provider_advances),
         )
+        if observation.ledger is not None and observation.ledger.refused is not None:
+            ctx.notes.append(observation.ledger.refused)  # why the ledger was not judged
     finally:
         if ctx is not None:
             ctx.tear_down()  # once, however the case ended: the broker's state is the case's

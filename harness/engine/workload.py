@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faker import Faker
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from harness.errors import BadInputError
 from harness.intake import INTAKE_ROSTER, Roster, RunRequest
+
+if TYPE_CHECKING:
+    from harness.engine._db import DatabaseTarget
+    from harness.systems import System
 
 
 @dataclass(frozen=True)
@@ -90,3 +96,57 @@ def seed_database(engine: Engine, workload: Workload, roster: Roster = INTAKE_RO
                     input_payload=json.dumps(run.payload, sort_keys=True),
                 )
             )
+
+
+def case_intent(
+    system: System, workload: Workload, target: DatabaseTarget
+) -> dict[str, tuple[str, ...]]:
+    """What the case intends to deliver: run -> destinations, fixed before any worker starts.
+
+    A system that declares its intent from its own data (``System.intent``: a user's
+    ``prepare`` that writes its own orders and returns their (run, destination) pairs, or a
+    query over its tables) is judged against that, so none of the harness's jobs has to be
+    copied into the user's tables; otherwise the workload's intent (every run to its topic's
+    roster). Runs on the case's prepared and seeded database, once per case."""
+    if system.intent is None:
+        return dict(workload.intended())
+    engine = target.engine()
+    try:
+        declared = system.intent(engine)
+    finally:
+        engine.dispose()  # never fork with open connections
+    if declared is None:
+        return dict(workload.intended())
+    return intent_pairs(declared, where=f"system {system.name!r}: its declared intent")
+
+
+def intent_pairs(found: object, *, where: str) -> dict[str, tuple[str, ...]]:
+    """``found`` (an iterable of (run_id, destination) pairs, or of mappings with those two
+    keys) as run -> sorted destinations; anything else, or nothing at all, is bad input.
+
+    An empty intent is refused: a case that intends nothing proves nothing about loss,
+    and would pass ``no_silent_loss`` for a worker that sends nothing."""
+    if isinstance(found, str | bytes | Mapping) or not isinstance(found, Iterable):
+        raise BadInputError(
+            f"{where} is a {type(found).__name__}; expected (run_id, destination) pairs"
+        )
+    intended: dict[str, set[str]] = {}
+    for item in found:
+        pair = (
+            (item.get("run_id"), item.get("destination"))
+            if isinstance(item, Mapping)
+            else tuple(item)
+            if isinstance(item, Iterable) and not isinstance(item, str | bytes)
+            else (item,)
+        )
+        if len(pair) != 2 or not all(isinstance(v, str) and v for v in pair):
+            raise BadInputError(
+                f"{where} holds {item!r}; expected (run_id, destination) pairs of non-empty text"
+            )
+        run_id, destination = pair
+        intended.setdefault(run_id, set()).add(destination)
+    if not intended:
+        raise BadInputError(
+            f"{where} is empty; a case that intends no delivery proves nothing about loss"
+        )
+    return {run: tuple(sorted(dests)) for run, dests in sorted(intended.items())}

@@ -155,6 +155,10 @@ class LedgerSnapshot:
     #: every status each delivery row held, in order, as the database's trigger recorded it
     #: (None when the ledger adapter has no such record)
     status_history: tuple[StatusChange, ...] | None = None
+    #: why the harness refused to read this ledger (a value its adapter does not map); a
+    #: checker reading any part of it then answers *unknown*, and the case's note says why.
+    #: None: read as it is
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
