@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,14 +49,15 @@ def _providers(pids: list[int]) -> list[int]:
     return found
 
 
-def test_a_provider_killed_mid_case_makes_that_case_unknown_and_the_run_goes_on(
-    tmp_path: Path,
-) -> None:
-    """SIGKILL the provider while the first case's worker runs: that case is unknown with a
-    note naming the provider and SIGKILL, its worker is killed, the provider is restarted on
-    its log and the next case passes against it; exit 3, no traceback, no process left."""
+def _kill_a_provider_mid_case(
+    tmp_path: Path, scenario_text: str, pick: Callable[[list[int]], int]
+) -> tuple[str, str, int, int, str]:
+    """Run ``scenario_text`` (whose first case's worker hangs once, saying so on a FIFO),
+    SIGKILL the provider ``pick`` chooses among the run's providers while that worker runs,
+    and let the run end: its stdout, stderr, exit status, the killed provider's pid and the
+    marker every process of the run carries."""
     scenario = tmp_path / "two.toml"
-    scenario.write_text(_SCENARIO)
+    scenario.write_text(scenario_text)
     fifo = tmp_path / "ready.fifo"
     os.mkfifo(fifo)
     marker = uuid.uuid4().hex
@@ -77,16 +79,37 @@ def test_a_provider_killed_mid_case_makes_that_case_unknown_and_the_run_goes_on(
     )
     try:
         wait_ready(fifo, 120)  # the first case's worker is running (and hangs)
-        (provider,) = _providers(processes_with(marker))
+        provider = pick(_providers(processes_with(marker)))
         os.kill(provider, signal.SIGKILL)
         stdout, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return stdout, err, proc.returncode, provider, marker
+
+
+def _only(pids: list[int]) -> int:
+    (pid,) = pids
+    return pid
+
+
+def _the_chat_one(pids: list[int]) -> int:
+    assert len(pids) == 2, pids
+    (chat,) = [p for p in pids if b"chat" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    return chat
+
+
+def test_a_provider_killed_mid_case_makes_that_case_unknown_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL the provider while the first case's worker runs: that case is unknown with a
+    note naming the provider and SIGKILL, its worker is killed, the provider is restarted on
+    its log and the next case passes against it; exit 3, no traceback, no process left."""
+    stdout, err, code, provider, marker = _kill_a_provider_mid_case(tmp_path, _SCENARIO, _only)
     assert "Traceback" not in stdout + err
-    assert proc.returncode == 3, stdout + err
-    report = json.loads((out / "report.json").read_text())
+    assert code == 3, stdout + err
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
     first, second = report["cases"]
     assert first["id"] == "baseline"
     assert first["verdict"] == "unknown"
@@ -232,41 +255,12 @@ def test_the_second_of_two_providers_is_watched_too(tmp_path: Path) -> None:
     """Several providers (``[provider.NAME]``): SIGKILL the second one while the first case's
     worker runs. That case is unknown with a note naming that provider, it is restarted on
     its log, and the next case passes; exit 3, nothing left behind."""
-    scenario = tmp_path / "two.toml"
-    scenario.write_text(_TWO_PROVIDERS)
-    fifo = tmp_path / "ready.fifo"
-    os.mkfifo(fifo)
-    marker = uuid.uuid4().hex
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(ROOT),
-        CH_TEST_READY_FIFO=str(fifo),
-        CH_TEST_HANGS_ONCE_MARKER=str(tmp_path / "hung-once"),
-        CH_TEST_MARKER=marker,
+    stdout, err, code, chat, marker = _kill_a_provider_mid_case(
+        tmp_path, _TWO_PROVIDERS, _the_chat_one
     )
-    out = tmp_path / "r"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "run", str(scenario), "--report-dir", str(out)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_ready(fifo, 120)
-        both = _providers(processes_with(marker))
-        assert len(both) == 2, both
-        (chat,) = [p for p in both if b"chat" in Path(f"/proc/{p}/cmdline").read_bytes()]
-        os.kill(chat, signal.SIGKILL)
-        stdout, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "Traceback" not in stdout + err
-    assert proc.returncode == 3, stdout + err
-    report = json.loads((out / "report.json").read_text())
+    assert code == 3, stdout + err
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
     first, second = report["cases"]
     assert first["verdict"] == "unknown"
     said = " ".join(first["notes"])
