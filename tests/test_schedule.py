@@ -21,6 +21,8 @@ REF = resolve("reference")
         "clock_jump@before_retry#1:90000",
         "concurrent_claim:3",
         "provider_5xx:2",
+        "crash@accepted.mail#2",
+        "crash@after_send.plain_worker.42#1+crash@before_commit.plain_worker.57#1",
     ],
 )
 def test_case_ids_round_trip(text: str) -> None:
@@ -40,6 +42,8 @@ def test_two_crashes_are_crash_during_recovery() -> None:
     [
         ("crash@after_claim", "FAULT\\[@BOUNDARY#HIT\\]"),
         ("crash@after_claim#0", "FAULT\\[@BOUNDARY#HIT\\]"),
+        ("crash@after_send.#1", "FAULT\\[@BOUNDARY#HIT\\]"),
+        ("crash@after_send..x#1", "FAULT\\[@BOUNDARY#HIT\\]"),
         ("", "empty case id"),
     ],
 )

@@ -11,6 +11,10 @@ A case id is a list of steps joined by ``+``; each step is ``FAULT[@BOUNDARY#HIT
     provider_5xx:2                             the provider answers 503 to the 2nd send
     provider_5xx@mail:2                        the provider named ``mail`` does (several
                                                providers: ``[provider.mail]``)
+    crash@accepted.mail#2                      a point the harness found itself (dotted:
+                                               KIND.WHERE), here the 2nd request that the
+                                               provider ``mail`` logged, its reply held
+    crash@after_send.worker.42#1               after the send made at worker.py line 42
 
 Steps run in order, each on the worker incarnation that is current when it starts. The id is
 the whole truth about a case: with the seed and the scenario it replays the case exactly.
@@ -28,7 +32,8 @@ RACING_FAULTS = frozenset({"concurrent_claim"})
 
 _STEP = re.compile(
     r"^(?P<fault>[a-z][a-z0-9_]*)"
-    r"(?:@(?P<boundary>[a-z][a-z0-9_]*)#(?P<hit>[1-9][0-9]*)|@(?P<provider>[a-z][a-z0-9_-]*))?"
+    r"(?:@(?P<boundary>[a-z][a-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)#(?P<hit>[1-9][0-9]*)"
+    r"|@(?P<provider>[a-z][a-z0-9_-]*))?"
     r"(?::(?P<arg>[A-Za-z0-9_.\-]+))?$"
 )
 

@@ -34,7 +34,7 @@ SCHEMA = "crash-harness/report/v1"
 SCHEMA_FILE = "report-v1.schema.json"
 
 #: ``@BOUNDARY#HIT`` inside a case id (``crash@a#1+crash@b#2``, ``pause_past_lease@a#1``...)
-_PLACE = re.compile(r"@(?P<boundary>[a-z][a-z0-9_]*)#[1-9][0-9]*")
+_PLACE = re.compile(r"@(?P<boundary>[a-z][a-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)#[1-9][0-9]*")
 #: ``scheme://user:password@`` in any string of a report: the password is replaced
 
 
