@@ -29,7 +29,6 @@ Everything here runs in the worker process too, so it imports only what a worker
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -43,6 +42,7 @@ from sqlalchemy import Connection, Engine, select, text
 
 from harness.engine._boundary import boundary, note
 from harness.errors import BadInputError, SystemDefinitionError
+from harness.identities import delivery_id_for, idempotency_key_for, recognizer_for
 from harness.intake import RosterEntry, RunRequest, create_intake_tables
 from harness.invariants import CheckResult, Status
 from harness.names import DELIVERY_STATES
@@ -78,27 +78,7 @@ __all__ = [
 NOT_JUDGED = "[not judged]"
 
 
-# -- identities ------------------------------------------------------------------------------
-
-
-def _digest(kind: str, run_id: str, destination: str) -> str:
-    return hashlib.sha256(f"{kind}\x1f{run_id}\x1f{destination}".encode()).hexdigest()
-
-
-def delivery_id_for(run_id: str, destination: str) -> str:
-    """The delivery's identity: the same for a (run, destination) in every process, forever."""
-    return f"dlv_{_digest('delivery', run_id, destination)[:24]}"
-
-
-def idempotency_key_for(run_id: str, destination: str) -> str:
-    """A key derived from the delivery's identity, never from an attempt."""
-    return f"key_{_digest('key', run_id, destination)[:32]}"
-
-
-def recognizer_for(run_id: str, destination: str) -> str:
-    """The content-visible canary (``ch-`` and 12 hex) that providers log with each effect."""
-    return f"ch-{_digest('recognizer', run_id, destination)[:12]}"
-
+# -- identities: delivery_id_for, idempotency_key_for, recognizer_for (harness.identities) --
 
 # -- the work --------------------------------------------------------------------------------
 

@@ -131,6 +131,30 @@ def _mails_unattributed(config: WorkerConfig) -> None:
     _run(config, skip_last=False, channel="bare mail")
 
 
+def _mails_bare_twice(config: WorkerConfig) -> None:
+    """The mutant-ish sender: each order's mail twice, with nothing a default rule reads as
+    the run (no ``X-Run-Id``), so only the harness's attribution can catch the duplicate."""
+    db = config.db.engine()
+    try:
+        with db.connect() as conn:
+            todo = conn.execute(text("SELECT order_id, email, item FROM orders ORDER BY 1")).all()
+        for order_id, email, item in todo:
+            for _ in range(2):
+                _mail(config, order_id, email, item, attributed=False)
+        boundary("after_provider_accept")
+    finally:
+        db.dispose()
+
+
+def prepare_one_inbox(engine: Engine) -> list[tuple[str, str]]:
+    """Every order to one customer: a mail that names no run could be any order's."""
+    pairs = prepare(engine)
+    email = pairs[0][1]
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET email = :e"), {"e": email})
+    return [(order_id, email) for order_id, _ in pairs]
+
+
 class OrdersLedger(LedgerAdapter):
     """The orders table as the checkers read it; ``shipped`` is deliberately not mapped."""
 
@@ -162,4 +186,16 @@ MAILS_UNATTRIBUTED = simple_system(
     name="tests._orders:MAILS_UNATTRIBUTED",
     boundaries=_BOUNDARIES,
     prepare=prepare,
+)
+MAILS_BARE_TWICE = simple_system(
+    _mails_bare_twice,
+    name="tests._orders:MAILS_BARE_TWICE",
+    boundaries=_BOUNDARIES,
+    prepare=prepare,
+)
+MAILS_BARE_TWICE_ONE_INBOX = simple_system(
+    _mails_bare_twice,
+    name="tests._orders:MAILS_BARE_TWICE_ONE_INBOX",
+    boundaries=_BOUNDARIES,
+    prepare=prepare_one_inbox,
 )

@@ -43,6 +43,7 @@ from harness.errors import BadInputError
 from harness.faults import FAULTS
 from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
+from harness.invariants._attribution import attribute
 from harness.invariants._model import NOT_JUDGED, ProviderPolicy
 from harness.presets import PresetFacts, campaign_faults, facts_for
 from harness.systems import System
@@ -935,13 +936,17 @@ def _observe(
             effects = _effects_of(name, provider, epoch, effects or ())
     except Exception:
         effects = None
-    return Observation(
-        intended=intended,
-        ledger=ledger,
-        effects=effects,
-        workers=tuple(o.worker for o in outcomes),
-        policy=policy,
-        trace=tuple(events),
+    # a request the provider's rule could not tie to a delivery is tied by the intent where
+    # it can be, never lumped under an empty id (harness.invariants._attribution)
+    return attribute(
+        Observation(
+            intended=intended,
+            ledger=ledger,
+            effects=effects,
+            workers=tuple(o.worker for o in outcomes),
+            policy=policy,
+            trace=tuple(events),
+        )
     )
 
 
@@ -962,6 +967,7 @@ def _effects_of(
             credential_id=e.credential_id,
             status_code=e.status_code,
             provider=name,
+            unattributed=e.reason if e.unattributed else None,
         )
         for e in provider.admin.effects(epoch=epoch)
     )

@@ -118,10 +118,23 @@ class EffectRow:
     #: the provider that logged it (``[provider.NAME]``; a single ``[provider]`` is named
     #: after its preset); "" for a row built by hand
     provider: str = ""
+    #: the provider's ``unattributed: ...`` reason: its identification rule read no run (or
+    #: no destination) from the request; None when the rule attributed it
+    unattributed: str | None = None
+    #: how the harness attributed a request the rule could not (``harness.invariants.
+    #: _attribution``): "delivery" (the user's own id is an intended run) or "destination"
+    #: (the one intended run to that recipient); None if it did not have to
+    joined_by: str | None = None
 
     @property
     def accepted(self) -> bool:
         return self.outcome in ("fresh", "expired_then_accepted")
+
+    @property
+    def attributed(self) -> bool:
+        """Whether the request names a run (read by the rule, or joined by the harness):
+        an effect that does not is counted apart, never under an empty run."""
+        return bool(self.run_id)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -136,6 +149,8 @@ class EffectRow:
             "credential_id": self.credential_id,
             "received_at": self.received_at,
             **({"provider": self.provider} if self.provider else {}),
+            **({"unattributed": self.unattributed} if self.unattributed else {}),
+            **({"joined_by": self.joined_by} if self.joined_by else {}),
         }
 
 

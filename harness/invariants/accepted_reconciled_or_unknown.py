@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from harness.invariants._attribution import unless_unattributed
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import CheckResult, Observation, Status, need
 
@@ -26,7 +27,8 @@ def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
     rows = {r.delivery_id: r for r in ledger.deliveries}
-    accepted = [e for e in effects if e.accepted]
+    # an effect tied to no delivery has no row to look up (named by unless_unattributed)
+    accepted = [e for e in effects if e.accepted and (e.attributed or e.delivery_id)]
     ends: Counter[str] = Counter()
     problems: list[dict[str, object]] = []
     for eff in accepted:
@@ -58,8 +60,9 @@ def check(obs: Observation) -> CheckResult:
             f"{len(problems)} accepted effect(s) not recorded as delivered, unknown or review",
             {"unreconciled": problems, "ledger_end_states": dict(ends)},
         )
-    return CheckResult(
+    passed = CheckResult(
         Status.PASS,
         f"all {len(accepted)} accepted effect(s) end delivered, unknown or review",
         {"accepted_effects": len(accepted), "ledger_end_states": dict(ends)},
     )
+    return unless_unattributed(passed, obs, "an accepted effect the ledger does not record")

@@ -11,10 +11,16 @@ second effect at the recipient is exactly the bug this tool exists to find.
 A recipient is a destination in the surface's normal form (``harness.destinations``): two
 accepted effects for one run to ``Alice@Example.com `` and ``alice@example.com`` on an
 e-mail surface reached one person twice, and the evidence names both spellings.
+
+An effect the provider's rule could not tie to a run, and the harness could not either
+(``harness.invariants._attribution``), is never counted under an empty run: it is left out
+of the pairs and named in the evidence, and a case that would otherwise pass is *unknown*
+(it could be a second effect of any run to that recipient).
 """
 
 from __future__ import annotations
 
+from harness.invariants._attribution import unattributed_accepted, unless_unattributed
 from harness.invariants._model import CheckResult, Observation, Status, need, recipient
 
 NAME = "exactly_once_effect"
@@ -30,7 +36,7 @@ def check(obs: Observation) -> CheckResult:
     ledger = need(obs.ledger, "ledger")
     accepted: dict[tuple[str, str], list[dict[str, object]]] = {}
     for eff in effects:
-        if eff.accepted:
+        if eff.accepted and eff.attributed:
             accepted.setdefault((eff.run_id, recipient(obs, eff.destination)), []).append(
                 eff.to_json()
             )
@@ -68,6 +74,7 @@ def check(obs: Observation) -> CheckResult:
         if row.delivery_status == "delivered" and effects_for(row.run_id, row.destination) != 1
     ]
     total = sum(len(v) for v in accepted.values())
+    left_out = unattributed_accepted(obs)
     if duplicates or unbacked:
         parts = []
         if duplicates:
@@ -87,10 +94,12 @@ def check(obs: Observation) -> CheckResult:
                 "duplicates": duplicates,
                 "delivered_without_one_effect": unbacked,
                 "accepted_effects": total,
+                **({"unattributed_effects": len(left_out)} if left_out else {}),
             },
         )
-    return CheckResult(
+    passed = CheckResult(
         Status.PASS,
         f"{total} accepted effect(s), none repeated",
         {"accepted_effects": total},
     )
+    return unless_unattributed(passed, obs, "a second effect to one recipient")

@@ -16,6 +16,7 @@ e-mail surface, and a roster listing one person under two spellings intends one 
 from __future__ import annotations
 
 from harness.destinations import distinct
+from harness.invariants._attribution import unattributed_accepted, unattributed_evidence
 from harness.invariants._model import (
     CheckResult,
     MissingEvidenceError,
@@ -43,9 +44,12 @@ def _intended(obs: Observation) -> list[tuple[str, str]]:
 def _by_provider(obs: Observation, why_no_ledger: str) -> CheckResult:
     effects = need(obs.effects, "provider log")
     accepted = {(e.run_id, recipient(obs, e.destination)) for e in effects if e.accepted}
+    left_out = unattributed_accepted(obs)
+    #: recipients reached by an effect no rule tied to a run: it may be any of their runs'
+    unplaced = {recipient(obs, e.destination) for e in left_out}
     pairs = _intended(obs)
     intended = len(pairs)
-    lost = [
+    missing = [
         {
             "run_id": run_id,
             "destination": dest,
@@ -54,12 +58,25 @@ def _by_provider(obs: Observation, why_no_ledger: str) -> CheckResult:
         for run_id, dest in pairs
         if (run_id, recipient(obs, dest)) not in accepted
     ]
+    lost = [m for m in missing if recipient(obs, str(m["destination"])) not in unplaced]
+    maybe = [m for m in missing if m not in lost]
     evidence: dict[str, object] = {"judged_by": "provider log", "no_ledger": why_no_ledger}
+    if left_out:
+        evidence["unattributed"] = unattributed_evidence(left_out)
+        evidence["maybe_delivered_by_unattributed"] = maybe
     if lost:
         return CheckResult(
             Status.FAIL,
             f"{len(lost)} of {intended} intended delivery(ies) never reached the provider",
             {"lost": lost, **evidence},
+        )
+    if maybe:
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{len(maybe)} of {intended} intended delivery(ies) have no attributed effect, but"
+            f" their recipient got {len(left_out)} effect(s) the identification rule could not"
+            " tie to a run",
+            evidence,
         )
     return CheckResult(
         Status.PASS,

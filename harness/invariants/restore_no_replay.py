@@ -15,6 +15,7 @@ on the provider's clock (see ``_evidence``), compared with each effect's ``recei
 
 from __future__ import annotations
 
+from harness.invariants._attribution import unless_unattributed
 from harness.invariants._evidence import detail_of, effect_evidence, provider_times, restore_seq
 from harness.invariants._model import (
     CheckResult,
@@ -34,7 +35,7 @@ def check(obs: Observation) -> CheckResult:
     restores = [(ev, at[i]) for i, ev in enumerate(obs.trace) if ev.event == "restore"]
     if not restores:
         return CheckResult(Status.PASS, "no restore in this case", {"restores": 0})
-    accepted = sorted((e for e in effects if e.accepted), key=lambda e: e.seq)
+    accepted = sorted((e for e in effects if e.accepted and e.attributed), key=lambda e: e.seq)
     problems: list[dict[str, object]] = []
     cuts: list[dict[str, object]] = []
     flagged: set[tuple[str, int]] = set()
@@ -76,8 +77,9 @@ def check(obs: Observation) -> CheckResult:
             f"{len(problems)} effect(s) replayed after a restore from backup",
             {"replayed": problems, "restores": cuts},
         )
-    return CheckResult(
+    passed = CheckResult(
         Status.PASS,
         f"no effect replayed after {len(restores)} restore(s)",
         {"restores": cuts, "accepted_effects": len(accepted)},
     )
+    return unless_unattributed(passed, obs, "a replay after the restore")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.invariants._attribution import unless_unattributed
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import (
     CheckResult,
@@ -52,7 +53,8 @@ def check(obs: Observation) -> CheckResult:
     compare = not_compared_because is None
     sent: dict[str, list[EffectRow]] = {}
     for eff in sorted(effects, key=lambda e: e.seq):
-        if eff.outcome in _KEYED:
+        # a request tied to no delivery is never lumped under an empty id with the others
+        if eff.outcome in _KEYED and eff.delivery_id:
             sent.setdefault(eff.delivery_id, []).append(eff)
     frozen = {row.delivery_id: row.idempotency_key for row in ledger.deliveries}
     unstable: list[dict[str, Any]] = []
@@ -109,4 +111,5 @@ def check(obs: Observation) -> CheckResult:
             evidence,
         )
     how = "the ledger's key" if compare else f"one key (not compared: {not_compared_because})"
-    return CheckResult(Status.PASS, f"{len(sent)} delivery(ies) each sent with {how}", evidence)
+    passed = CheckResult(Status.PASS, f"{len(sent)} delivery(ies) each sent with {how}", evidence)
+    return unless_unattributed(passed, obs, "a second key for one delivery")
