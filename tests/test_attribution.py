@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.engine.campaign import CampaignSettings, run_campaign
+from harness.engine.campaign import CampaignSettings, CaseResult, run_campaign
 from harness.engine.schedule import CaseSpec
 from harness.identities import delivery_id_for
 from harness.invariants import EffectRow, Observation, Policy, Status, run_all
 from harness.invariants._attribution import attribute
 from harness.snapshot import unread_ledger
+from harness.systems import System
 from tests import _orders
 
 #: an SMTP case: no key the provider dedupes on, e-mail normal form
@@ -50,7 +51,7 @@ def _judge(intended: dict[str, tuple[str, ...]], *effects: EffectRow) -> dict[st
     return {name: check.status for name, check in run_all(attribute(raw)).items()}
 
 
-INTENT = {"ORD-1": ("ann@example.com",), "ORD-2": ("bob@example.com",)}
+INTENT: dict[str, tuple[str, ...]] = {"ORD-1": ("ann@example.com",), "ORD-2": ("bob@example.com",)}
 
 
 def test_mail_without_a_delivery_id_is_the_delivery_of_its_run_and_recipient() -> None:
@@ -102,7 +103,10 @@ def test_a_mail_naming_no_run_is_joined_to_the_one_run_of_its_recipient() -> Non
 def test_a_mail_naming_the_users_own_id_is_joined_to_that_run() -> None:
     """One inbox, two orders: the recipient names no single run, but the rule read the
     user's own id (``delivery``), which is an intended run."""
-    intent = {"ORD-1": ("ann@example.com",), "ORD-2": ("ann@example.com",)}
+    intent: dict[str, tuple[str, ...]] = {
+        "ORD-1": ("ann@example.com",),
+        "ORD-2": ("ann@example.com",),
+    }
     mails = [
         _mail(1, "", "ann@example.com", "<1@s>", delivery="ORD-1"),
         _mail(2, "", "ann@example.com", "<2@s>", delivery="ORD-2"),
@@ -117,7 +121,10 @@ def test_a_mail_naming_the_users_own_id_is_joined_to_that_run() -> None:
 def test_effects_no_rule_can_attribute_make_their_checks_unknown_not_pass() -> None:
     """One inbox, two orders, mails naming no order: which order got two mails cannot be
     told. Never a pass (nor lumped into one "duplicate" under run ""): unknown."""
-    intent = {"ORD-1": ("ann@example.com",), "ORD-2": ("ann@example.com",)}
+    intent: dict[str, tuple[str, ...]] = {
+        "ORD-1": ("ann@example.com",),
+        "ORD-2": ("ann@example.com",),
+    }
     bare = [_mail(n, "", "ann@example.com", f"<{n}@s>") for n in (1, 2, 3, 4)]
     statuses = _judge(intent, *bare)
     assert statuses["exactly_once_effect"] is Status.UNKNOWN
@@ -128,9 +135,9 @@ def test_effects_no_rule_can_attribute_make_their_checks_unknown_not_pass() -> N
     assert _judge(intent, *bare, *attributed)["exactly_once_effect"] is Status.FAIL
 
 
-def _one_case(tmp_path: Path, system: object) -> object:
+def _one_case(tmp_path: Path, system: System) -> CaseResult:
     settings = CampaignSettings(
-        system=system,  # type: ignore[arg-type]
+        system=system,
         seed=4,
         workdir=tmp_path,
         provider_preset="smtp",
@@ -146,7 +153,7 @@ def test_a_worker_mailing_twice_without_a_run_header_fails_exactly_once(tmp_path
     """End to end: plain mails (no ``X-Run-Id``), each sent twice; every recipient is one
     order's, so the harness joins each mail to it and the duplicates are caught."""
     case = _one_case(tmp_path, _orders.MAILS_BARE_TWICE)
-    check = case.invariants["exactly_once_effect"]  # type: ignore[attr-defined]
+    check = case.invariants["exactly_once_effect"]
     assert check.status is Status.FAIL, check.summary
     duplicates = check.evidence["duplicates"]
     assert len(duplicates) == 4
@@ -157,8 +164,8 @@ def test_the_same_worker_mailing_one_inbox_is_unknown_not_pass(tmp_path: Path) -
     """Every order to one customer: the doubled mails name no order and the inbox names
     none either. The case is unknown (never a pass), and says why."""
     case = _one_case(tmp_path, _orders.MAILS_BARE_TWICE_ONE_INBOX)
-    check = case.invariants["exactly_once_effect"]  # type: ignore[attr-defined]
+    check = case.invariants["exactly_once_effect"]
     assert check.status is Status.UNKNOWN, check.summary
     assert "could not be attributed to a run" in check.summary
     assert check.evidence["unattributed"]["count"] == 8
-    assert case.verdict is not Status.PASS  # type: ignore[attr-defined]
+    assert case.verdict is not Status.PASS

@@ -9,7 +9,8 @@ The bug: the order is marked only after both sends. A crash after the webhook (o
 mail) leaves the order ``new``, and the restarted worker sends again, under a fresh
 ``webhook-id`` and a fresh ``Message-ID``: the partner processes the event twice and the
 customer gets two mails. The two ``boundary()`` lines are the only trace of the harness (a
-no-op outside it).
+no-op outside it); ``Settings.clock`` is there because the harness moves time (the
+signature's timestamp must be on the receiver's clock), and defaults to ``time.time``.
 """
 
 from __future__ import annotations

@@ -53,6 +53,11 @@ def _mail_went_out(
                 {"o": order_id, "m": message_id},
             )
             return False
+    return mail_arrived(settings, order_id, email, message_id)
+
+
+def mail_arrived(settings: Settings, order_id: str, email: str, message_id: str) -> bool:
+    """Reconcile: ask the mail provider's message search whether ``message_id`` arrived."""
     found = requests.get(
         settings.mailbox_url,
         params={"to": email, "q": order_id},
