@@ -21,8 +21,10 @@ REFUSALS: Final = ("rejected", "refused", "unauthenticated")
 SHOWN: Final = 3
 
 
-def reason_notes(effects: list[Effect]) -> list[str]:
-    """One note per distinct (outcome, status, reason), most frequent first."""
+def reason_notes(effects: list[Effect], provider: str | None = None) -> list[str]:
+    """One note per distinct (outcome, status, reason), most frequent first; ``provider``
+    names the provider in each note (a case with several, ``[provider.NAME]``)."""
+    said = "provider" if provider is None else f"provider {provider}"
     counted = Counter(
         (
             e.outcome if not e.unattributed else f"{_said(e.outcome)}, unattributed",
@@ -33,11 +35,11 @@ def reason_notes(effects: list[Effect]) -> list[str]:
         if e.reason is not None and (e.outcome in REFUSALS or e.unattributed)
     )
     notes = [
-        f"provider: {n} request(s) {outcome} {status or ''}: {reason}".replace("  ", " ")
+        f"{said}: {n} request(s) {outcome} {status or ''}: {reason}".replace("  ", " ")
         for (outcome, status, reason), n in counted.most_common(SHOWN)
     ]
     if len(counted) > SHOWN:
-        notes.append(f"provider: {len(counted) - SHOWN} more reason(s) in the effect log")
+        notes.append(f"{said}: {len(counted) - SHOWN} more reason(s) in the effect log")
     return notes
 
 

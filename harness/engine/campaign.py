@@ -615,7 +615,8 @@ def run_case(
             for name, each in named.items():
                 _check_epoch(ctx, each, epochs[name])
                 with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
-                    ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name])))
+                    said = name if len(named) > 1 else None
+                    ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name]), said))
         ctx.tear_down()
         presets = [specs[n].preset if n in specs else p.preset for n, p in named.items()]
         policy = Policy(

@@ -116,6 +116,25 @@ def case_straggler_lines(case: Mapping[str, Any]) -> list[str]:
     ]
 
 
+#: how a case note that carries the provider's own reasons starts
+#: (``harness.engine._provider_reasons``: ``provider: ...`` or ``provider NAME: ...``)
+PROVIDER_NOTE = re.compile(r"^provider(?: ([\w.-]+))?: ")
+
+
+def provider_reasons(report: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """Every distinct provider-reason note of the report, with the cases that have it, in
+    first-seen order: what the providers refused and why, for every case (a passing one
+    included: a worker that recovered from a refusal still sent what was refused)."""
+    found: dict[str, list[str]] = {}
+    for case in report["cases"]:
+        for note in case["notes"]:
+            said = PROVIDER_NOTE.match(note)
+            if said is not None:
+                text = (f"{said.group(1)}: " if said.group(1) else "") + note[said.end() :]
+                found.setdefault(text, []).append(str(case["id"]))
+    return list(found.items())
+
+
 def effects_line(case: Mapping[str, Any]) -> str:
     fx = case["effects"]
     text = f"{fx['accepted']} accepted of {fx['intended']} intended"

@@ -33,6 +33,7 @@ from harness.reports._common import (
     not_judged_groups,
     not_passing,
     partial_note,
+    provider_reasons,
     reason,
     repeat_because,
     straggler_lines,
@@ -115,6 +116,8 @@ footer { color: var(--muted); margin: 40px 0 10px; font-size: 12px; }
 
 #: cases that did not pass drawn in full (picture, evidence, events); the rest are listed
 MAX_DRAWN_CASES = 20
+#: cases named per provider reason (the rest are counted)
+MAX_REASON_CASES = 8
 
 _LETTER = {"pass": "✓", "fail": "✗", "undecided": "?", "not_judged": "○"}
 
@@ -180,6 +183,7 @@ def render_html(
         parts.append(_case(report, case, svg_cache))
     if listed:
         parts.append(_listed(listed))
+    parts.append(_refusals(report))
     parts.append(_determinism(report))
     if report.get("replay"):
         parts.append(
@@ -191,6 +195,21 @@ def render_html(
     )
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _refusals(report: Mapping[str, Any]) -> str:
+    """What the providers refused, and why, in every case (passing ones included)."""
+    said = provider_reasons(report)
+    if not said:
+        return ""
+    items = "".join(
+        f'<li>{escape(text)} <span class="muted">(in '
+        + ", ".join(f"<code>{escape(c)}</code>" for c in cases[:MAX_REASON_CASES])
+        + (f" and {len(cases) - MAX_REASON_CASES} more" if len(cases) > MAX_REASON_CASES else "")
+        + ")</span></li>"
+        for text, cases in said
+    )
+    return f"<h2>What the providers refused, and why</h2><ul>{items}</ul>"
 
 
 def _md_code(text: str) -> str:

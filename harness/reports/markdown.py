@@ -26,6 +26,7 @@ from harness.reports._common import (
     not_judged_groups,
     not_passing,
     partial_note,
+    provider_reasons,
     reason,
     repeat_sentence,
     straggler_lines,
@@ -35,6 +36,8 @@ from harness.reports._common import (
 _ICON = {"fail": "❌", "unknown": "⚠️", "gap": "❌", "pass": "✅", "partial": "⏸️"}
 #: failing cases shown in full; the rest are listed by id (the JSON and HTML have them all)
 MAX_DETAILED = 25
+#: cases named per provider reason (the rest are counted)
+MAX_REASON_CASES = 8
 #: evidence per invariant, as one line of compact JSON
 EVIDENCE_CHARS = 600
 #: straggler sentences listed (a campaign of a daemonising worker has one per case)
@@ -85,6 +88,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if len(bad) > MAX_DETAILED:
         rest = ", ".join(f"`{c['id']}`" for c in bad[MAX_DETAILED:])
         lines += [f"Also not passing (details in report.json / report.html): {rest}", ""]
+    lines += _refusals(report)
     lines += _coverage(report)
     lines += _determinism(report)
     if report.get("replay"):
@@ -121,6 +125,19 @@ def _matrix(report: Mapping[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _refusals(report: Mapping[str, Any]) -> list[str]:
+    """What the providers refused, and why, in every case (passing ones included)."""
+    said = provider_reasons(report)
+    if not said:
+        return []
+    lines = ["## What the providers refused, and why", ""]
+    for text, cases in said:
+        where = ", ".join(f"`{c}`" for c in cases[:MAX_REASON_CASES])
+        more = f" and {len(cases) - MAX_REASON_CASES} more" if len(cases) > MAX_REASON_CASES else ""
+        lines.append(f"- {_cell(text)} (in {where}{more})")
+    return [*lines, ""]
 
 
 def _case(case: Mapping[str, Any]) -> list[str]:
