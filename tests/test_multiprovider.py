@@ -411,3 +411,43 @@ def test_what_a_system_speaks_and_the_preset_facts_it_relies_on_are_two_fields()
     as_program = command_system("python -m harness.reference")
     assert (as_program.speaks, as_program.presets) == (reference.speaks, reference.presets)
     assert command_system("python -m myapp.worker").speaks is None
+
+
+def test_a_racing_fault_pinned_to_another_providers_delivery_says_so(tmp_path: Path) -> None:
+    """In a race a provider fault is pinned to a (run, destination) drawn from every
+    intended delivery (``pinned_delivery``); with several providers the worker may send that
+    one through another provider, and the fault cannot land. Never a pass: the case is a
+    gap, and the landing says why."""
+    from harness.engine.campaign import Campaign
+    from harness.faults.provider import pinned_delivery
+    from tests._two_providers import ROUTE
+
+    probe = _scenario(tmp_path, "tests._two_providers:CORRECT", ["baseline"])
+    settings = CampaignSettings(
+        system=probe.checked_system(), seed=7, workdir=tmp_path / "w0", **probe.campaign_fields()
+    )
+    with Campaign(settings) as campaign:
+        intended = campaign.workload.intended()
+
+    def routed_to(pick: dict[str, str]) -> str:
+        return ROUTE[sorted(intended[pick["run_id"]]).index(pick["destination"])]
+
+    case_id = next(
+        cid
+        for n in range(2, 9)
+        if routed_to(
+            pinned_delivery(
+                7,
+                cid := f"concurrent_claim:{n}+provider_5xx@pay",
+                1,
+                intended,
+                roster_may_change=False,
+            )
+        )
+        == "hooks"
+    )
+    case = _run(tmp_path, "tests._two_providers:CORRECT", [case_id])[case_id]
+    assert case["verdict"] != "pass"
+    (fault,) = [r for r in case["landings"] if r["step"].startswith("provider_5xx")]
+    assert fault["landing"] != "landed"
+    assert "which the worker may send through another provider than pay" in fault["detail"]

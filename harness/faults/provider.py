@@ -175,9 +175,17 @@ def confirm(
             f"request {rule.nth} came, but another fault rule (the workload's own?) was applied"
             f" to it first, so {rule.fault} was never applied"
         )
+    hint = ""
+    if "destination" in rule.match and matched == 0 and len(ctx.providers) > 1:
+        # the pick is drawn from every intended delivery: the worker may route this one
+        # through another provider (the harness cannot know its routing before it runs)
+        hint = (
+            f"; the seed pinned {rule.match['destination']} ({rule.match.get('run_id', '')}),"
+            f" which the worker may send through another provider than {name}"
+        )
     return False, (
         f"the provider saw {matched} matching request(s), never request {rule.nth},"
-        f" so {rule.fault} was never applied"
+        f" so {rule.fault} was never applied{hint}"
     )
 
 
