@@ -27,6 +27,7 @@ from harness.mutants import (
     unknown_as_failed,
     unknown_stored_as_pending,
     uuid_delivery_ids,
+    wrong_receipt,
 )
 from harness.systems import System
 
@@ -49,4 +50,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "one_credential_for_all": one_credential_for_all.system,
     "uuid_delivery_ids": uuid_delivery_ids.system,
     "unknown_stored_as_pending": unknown_stored_as_pending.system,
+    "wrong_receipt": wrong_receipt.system,
 }

@@ -1,0 +1,97 @@
+"""The evidence behind terminal states (issue #26) on hand-built rows: each checker passes on
+what the reference leaves, fails on the one mistake it is for, and says unknown without its
+evidence."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.invariants import (
+    CHECKERS,
+    DeliveryRow,
+    EffectRow,
+    LedgerSnapshot,
+    Observation,
+    Policy,
+    Status,
+    run_checker,
+)
+
+POLICY = Policy(key_window_s=60.0, retry_backoff_s=(1.0,), max_attempts=3, lease_s=5.0)
+
+
+def _row(status: str = "delivered", **kw: object) -> DeliveryRow:
+    base: dict[str, object] = {
+        "delivery_id": "dlv_a",
+        "run_id": "r1",
+        "destination": "a",
+        "delivery_status": status,
+        "idempotency_key": "ik-a",
+        "provider_message_id": "msg_1" if status == "delivered" else None,
+        "attempt_count": 1,
+    }
+    base.update(kw)
+    return DeliveryRow(**base)  # type: ignore[arg-type]
+
+
+def _eff(seq: int = 1, outcome: str = "fresh", **kw: object) -> EffectRow:
+    base: dict[str, object] = {
+        "seq": seq,
+        "destination": "a",
+        "run_id": "r1",
+        "delivery_id": "dlv_a",
+        "idempotency_key": "ik-a",
+        "outcome": outcome,
+        "provider_message_id": "msg_1" if outcome == "fresh" else None,
+        "received_at": float(seq),
+        "status_code": 200 if outcome == "fresh" else None,
+    }
+    base.update(kw)
+    return EffectRow(**base)  # type: ignore[arg-type]
+
+
+def _obs(rows: list[DeliveryRow], effects: list[EffectRow] | None, **policy: object) -> Observation:
+    ledger = LedgerSnapshot(
+        committed_runs=frozenset({"r1"}),
+        frozen_destinations={"r1": ("a",)},
+        deliveries=tuple(rows),
+        queue=frozenset(),
+        audit=(),
+    )
+    return Observation(
+        intended={"r1": ("a",)},
+        ledger=ledger,
+        effects=None if effects is None else tuple(effects),
+        policy=replace(POLICY, **policy),  # type: ignore[arg-type]
+    )
+
+
+def _judge(name: str, obs: Observation) -> Status:
+    return run_checker(name, CHECKERS[name], obs).status
+
+
+# -- delivered_has_receipt -------------------------------------------------------------------
+
+
+def test_receipt_kept_passes() -> None:
+    assert _judge("delivered_has_receipt", _obs([_row()], [_eff()])) is Status.PASS
+
+
+def test_receipt_lost_or_wrong_fails_naming_both_ids() -> None:
+    for stored in (None, "dlv_a"):
+        obs = _obs([_row(provider_message_id=stored)], [_eff()])
+        result = run_checker("delivered_has_receipt", CHECKERS["delivered_has_receipt"], obs)
+        assert result.status is Status.FAIL, result
+        assert "'msg_1'" in result.summary and repr(stored) in result.summary
+
+
+def test_receipt_effect_of_another_key_fails_where_keys_count() -> None:
+    obs = _obs([_row()], [_eff(idempotency_key="ik-other")])
+    assert _judge("delivered_has_receipt", obs) is Status.FAIL
+    no_keys = _obs([_row()], [_eff(idempotency_key="ik-other")], provider_keys=False)
+    assert _judge("delivered_has_receipt", no_keys) is Status.PASS
+
+
+def test_receipt_without_one_effect_is_left_to_the_count_and_no_log_is_unknown() -> None:
+    assert _judge("delivered_has_receipt", _obs([_row()], [])) is Status.PASS
+    assert _judge("delivered_has_receipt", _obs([_row()], None)) is Status.UNKNOWN
