@@ -95,3 +95,36 @@ def test_receipt_effect_of_another_key_fails_where_keys_count() -> None:
 def test_receipt_without_one_effect_is_left_to_the_count_and_no_log_is_unknown() -> None:
     assert _judge("delivered_has_receipt", _obs([_row()], [])) is Status.PASS
     assert _judge("delivered_has_receipt", _obs([_row()], None)) is Status.UNKNOWN
+
+
+# -- no_silent_loss: a failed after a temporary answer ----------------------------------------
+
+
+def _answered(code: int, n: int = 1) -> list[EffectRow]:
+    return [_eff(seq=i + 1, outcome="failed_by_fault", status_code=code) for i in range(n)]
+
+
+def test_failed_after_a_temporary_answer_with_attempts_left_is_named_a_silent_loss() -> None:
+    for code in (503, 429, 408, 425):
+        obs = _obs([_row("failed", attempt_count=1)], _answered(code))
+        result = run_checker("no_silent_loss", CHECKERS["no_silent_loss"], obs)
+        assert result.status is Status.FAIL, (code, result)
+        assert result.evidence["lost"][0]["why"] == "gave_up_on_a_temporary_answer"
+
+
+def test_failed_after_a_permanent_answer_or_the_last_attempt_is_settled() -> None:
+    assert _judge("no_silent_loss", _obs([_row("failed")], _answered(400))) is Status.PASS
+    spent = _obs([_row("failed", attempt_count=3)], _answered(503, 3))
+    assert _judge("no_silent_loss", spent) is Status.PASS
+
+
+def test_smtp_4xx_is_temporary_and_5xx_permanent() -> None:
+    temp = _obs([_row("failed")], _answered(451), surface="smtp")
+    assert _judge("no_silent_loss", temp) is Status.FAIL
+    perm = _obs([_row("failed")], _answered(550), surface="smtp")
+    assert _judge("no_silent_loss", perm) is Status.PASS
+
+
+def test_failed_after_a_temporary_answer_without_a_recorded_policy_is_unknown() -> None:
+    obs = replace(_obs([_row("failed")], _answered(503)), policy=None)
+    assert _judge("no_silent_loss", obs) is Status.UNKNOWN

@@ -14,6 +14,7 @@ from harness.mutants import (
     blind_resend_after_timeout,
     cleanup_deletes_ledger,
     fire_and_forget_task,
+    gives_up_on_throttle,
     ignores_key_window,
     new_key_per_attempt,
     no_lease,
@@ -51,4 +52,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "uuid_delivery_ids": uuid_delivery_ids.system,
     "unknown_stored_as_pending": unknown_stored_as_pending.system,
     "wrong_receipt": wrong_receipt.system,
+    "gives_up_on_throttle": gives_up_on_throttle.system,
 }
