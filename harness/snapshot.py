@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fake_providers import body_hash
 from harness.invariants import JUDGING
 from harness.invariants._model import (
     NOT_JUDGED,
@@ -30,6 +31,7 @@ from harness.invariants._model import (
 
 __all__ = [
     "NOT_JUDGED",
+    "body_hash",
     "AuditRow",
     "DeliveryRow",
     "LedgerSnapshot",

@@ -128,3 +128,29 @@ def test_smtp_4xx_is_temporary_and_5xx_permanent() -> None:
 def test_failed_after_a_temporary_answer_without_a_recorded_policy_is_unknown() -> None:
     obs = replace(_obs([_row("failed")], _answered(503)), policy=None)
     assert _judge("no_silent_loss", obs) is Status.UNKNOWN
+
+
+# -- retry_after_honoured --------------------------------------------------------------------
+
+
+def _throttled_then_retried(after_s: float) -> list[EffectRow]:
+    return [
+        _eff(seq=1, outcome="failed_by_fault", status_code=429, retry_after_s=1.0),
+        _eff(seq=2, received_at=1.0 + after_s),
+    ]
+
+
+def test_a_retry_after_the_retry_after_passes_and_one_before_fails() -> None:
+    assert _judge("retry_after_honoured", _obs([_row()], _throttled_then_retried(1.0))) is (
+        Status.PASS
+    )
+    obs = _obs([_row()], _throttled_then_retried(0.001))
+    result = run_checker("retry_after_honoured", CHECKERS["retry_after_honoured"], obs)
+    assert result.status is Status.FAIL, result
+    assert result.evidence["early"][0]["waited_s"] == 0.001
+
+
+def test_an_answer_without_retry_after_sets_no_floor_and_no_log_is_unknown() -> None:
+    quick = [_eff(seq=1, outcome="failed_by_fault", status_code=503), _eff(seq=2)]
+    assert _judge("retry_after_honoured", _obs([_row()], quick)) is Status.PASS
+    assert _judge("retry_after_honoured", _obs([_row()], None)) is Status.UNKNOWN

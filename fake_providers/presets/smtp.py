@@ -59,6 +59,7 @@ from fake_providers._app import (
 from fake_providers._credentials import Credential, find_credential
 from fake_providers._errors import ProviderError
 from fake_providers._identify import Identify, Seen
+from fake_providers._body import body_hash
 from fake_providers._mail import mime_parts, parse_mail, text_of
 from fake_providers._options import integer
 
@@ -310,6 +311,7 @@ class Smtp(Preset):
             delivery_id=found.values["delivery"],
             idempotency_key=_header(message, "Message-ID"),
             payload_hash=payload_hash(raw),
+            body_hash=body_hash(text_of(message)),
             recognizer=found.values["recognizer"] or find_recognizer(text),
             reason=found.unattributed(("run",)),
             sent=raw,

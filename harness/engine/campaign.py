@@ -962,6 +962,8 @@ def _effects_of(
             credential_id=e.credential_id,
             status_code=e.status_code,
             provider=name,
+            body_hash=e.body_hash,
+            retry_after_s=None if e.retry_after is None else float(e.retry_after),
         )
         for e in provider.admin.effects(epoch=epoch)
     )

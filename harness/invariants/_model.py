@@ -68,6 +68,9 @@ class DeliveryRow:
     last_error: str | None = None
     #: when the current lease (if any) runs out; a claimed row is not overdue before that
     lease_expires_at: float | None = None
+    #: the body the ledger recorded for this delivery, hashed in the providers' normal form
+    #: (``harness.snapshot.body_hash``); None: the ledger adapter gives no body
+    body_hash: str | None = None
 
     @property
     def settled(self) -> bool:
@@ -118,6 +121,11 @@ class EffectRow:
     #: the provider that logged it (``[provider.NAME]``; a single ``[provider]`` is named
     #: after its preset); "" for a row built by hand
     provider: str = ""
+    #: the message text the provider received, hashed in its normal form
+    #: (``fake_providers.body_hash``); None: no text to read, or an older log
+    body_hash: str | None = None
+    #: the Retry-After (seconds) the provider's answer carried; None: none
+    retry_after_s: float | None = None
 
     @property
     def accepted(self) -> bool:
@@ -136,6 +144,7 @@ class EffectRow:
             "credential_id": self.credential_id,
             "received_at": self.received_at,
             **({"provider": self.provider} if self.provider else {}),
+            **({"retry_after_s": self.retry_after_s} if self.retry_after_s is not None else {}),
         }
 
 

@@ -16,6 +16,7 @@ from harness.mutants import (
     fire_and_forget_task,
     gives_up_on_throttle,
     ignores_key_window,
+    ignores_retry_after,
     new_key_per_attempt,
     no_lease,
     no_watchdog,
@@ -53,4 +54,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "unknown_stored_as_pending": unknown_stored_as_pending.system,
     "wrong_receipt": wrong_receipt.system,
     "gives_up_on_throttle": gives_up_on_throttle.system,
+    "ignores_retry_after": ignores_retry_after.system,
 }
