@@ -116,7 +116,7 @@ class Attempt:
     #: page, never listed by ``/_admin/in_flight`` or ``/_admin/drain``
     sent: bytes | None = field(default=None, repr=False)
 
-    def log_fields(self) -> dict[str, str | None]:
+    def log_fields(self) -> dict[str, Any]:
         """The fields every log record carries (``sent`` is stored apart, as ``request``)."""
         return {k: v for k, v in vars(self).items() if k != "sent"}
 

@@ -31,12 +31,12 @@ from harness.invariants._model import (
 
 __all__ = [
     "NOT_JUDGED",
-    "body_hash",
     "AuditRow",
     "DeliveryRow",
     "LedgerSnapshot",
     "PartialLedger",
     "StatusChange",
+    "body_hash",
     "refused_ledger",
     "unread_ledger",
 ]

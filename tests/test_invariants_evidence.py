@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from harness.invariants import (
     CHECKERS,
+    NOT_JUDGED,
     DeliveryRow,
     EffectRow,
     LedgerSnapshot,
@@ -16,6 +17,7 @@ from harness.invariants import (
     Status,
     run_checker,
 )
+from harness.snapshot import body_hash
 
 POLICY = Policy(key_window_s=60.0, retry_backoff_s=(1.0,), max_attempts=3, lease_s=5.0)
 
@@ -82,7 +84,8 @@ def test_receipt_lost_or_wrong_fails_naming_both_ids() -> None:
         obs = _obs([_row(provider_message_id=stored)], [_eff()])
         result = run_checker("delivered_has_receipt", CHECKERS["delivered_has_receipt"], obs)
         assert result.status is Status.FAIL, result
-        assert "'msg_1'" in result.summary and repr(stored) in result.summary
+        assert "'msg_1'" in result.summary
+        assert repr(stored) in result.summary
 
 
 def test_receipt_effect_of_another_key_fails_where_keys_count() -> None:
@@ -154,3 +157,29 @@ def test_an_answer_without_retry_after_sets_no_floor_and_no_log_is_unknown() -> 
     quick = [_eff(seq=1, outcome="failed_by_fault", status_code=503), _eff(seq=2)]
     assert _judge("retry_after_honoured", _obs([_row()], quick)) is Status.PASS
     assert _judge("retry_after_honoured", _obs([_row()], None)) is Status.UNKNOWN
+
+
+# -- content_matches_ledger ------------------------------------------------------------------
+
+
+def test_the_body_the_ledger_recorded_passes_and_another_recipients_fails() -> None:
+    mine, theirs = body_hash("Hello Ann\n\n[ref ch-a]"), body_hash("Hello Bob\n\n[ref ch-b]")
+    rows = [_row(body_hash=mine), _row(delivery_id="dlv_b", destination="b", body_hash=theirs)]
+    ok = _obs(rows, [_eff(body_hash=body_hash("Hello Ann\r\n\r\n[ref ch-a]\r\n"))])
+    assert _judge("content_matches_ledger", ok) is Status.PASS
+    swapped = _obs(rows, [_eff(body_hash=theirs)])
+    result = run_checker("content_matches_ledger", CHECKERS["content_matches_ledger"], swapped)
+    assert result.status is Status.FAIL, result
+    assert result.evidence["mismatched"][0]["same_as_the_ledger_body_of"] == ["dlv_b"]
+
+
+def test_content_without_a_ledger_body_is_not_judged_and_without_a_provider_hash_unknown() -> None:
+    no_body = run_checker(
+        "content_matches_ledger",
+        CHECKERS["content_matches_ledger"],
+        _obs([_row()], [_eff(body_hash=body_hash("x"))]),
+    )
+    assert no_body.status is Status.UNKNOWN
+    assert no_body.summary.startswith(NOT_JUDGED)
+    unread = _obs([_row(body_hash=body_hash("x"))], [_eff()])
+    assert _judge("content_matches_ledger", unread) is Status.UNKNOWN

@@ -56,10 +56,10 @@ from fake_providers._app import (
     json_response,
     payload_hash,
 )
+from fake_providers._body import body_hash
 from fake_providers._credentials import Credential, find_credential
 from fake_providers._errors import ProviderError
 from fake_providers._identify import Identify, Seen
-from fake_providers._body import body_hash
 from fake_providers._mail import mime_parts, parse_mail, text_of
 from fake_providers._options import integer
 

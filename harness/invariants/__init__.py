@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from harness.invariants import (
     accepted_reconciled_or_unknown,
     audit_survives_cleanup,
+    content_matches_ledger,
     credential_scope,
     delivered_has_receipt,
     exactly_once_effect,
@@ -55,6 +56,7 @@ CHECKERS: dict[str, Checker] = {
         states_distinguishable,
         retry_within_window,
         retry_after_honoured,
+        content_matches_ledger,
         frozen_destinations,
         liveness,
         credential_scope,

@@ -48,9 +48,9 @@ def _keys_honoured(obs: Observation, eff: EffectRow) -> bool:
 
 
 def _problem(obs: Observation, row: DeliveryRow, eff: EffectRow) -> str | None:
-    if _keys_honoured(obs, eff) and eff.idempotency_key and row.idempotency_key:
-        if eff.idempotency_key != row.idempotency_key:
-            return "the accepted effect carries another key: it is not this delivery's"
+    keyed = _keys_honoured(obs, eff) and eff.idempotency_key and row.idempotency_key
+    if keyed and eff.idempotency_key != row.idempotency_key:
+        return "the accepted effect carries another key: it is not this delivery's"
     if eff.provider_message_id is None:
         return None  # the provider issued no id: nothing to keep
     if row.provider_message_id is None:

@@ -70,10 +70,11 @@ def _gave_up_early(obs: Observation, rows: list[DeliveryRow]) -> list[dict[str, 
             ),
             key=lambda e: (e.received_at, e.seq),
         )
-        if not mine or mine[-1].status_code is None:
+        code = mine[-1].status_code if mine else None
+        if code is None:
             continue  # never answered (or no status to read): not this rule's to judge
         last = mine[-1]
-        if last.accepted or not temporary(last.status_code, surface):
+        if last.accepted or not temporary(code, surface):
             continue
         if obs.policy is None:
             raise MissingEvidenceError(
@@ -168,11 +169,7 @@ def check(obs: Observation) -> CheckResult:
         return CheckResult(
             Status.FAIL,
             f"{len(lost)} of {intended} intended delivery(ies) silently lost"
-            + (
-                f" ({early} 'failed' after a temporary answer with attempts left)"
-                if early
-                else ""
-            ),
+            + (f" ({early} 'failed' after a temporary answer with attempts left)" if early else ""),
             {"lost": lost},
         )
     return CheckResult(

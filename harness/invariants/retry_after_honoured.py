@@ -15,6 +15,7 @@ provider log that could not be read is *unknown*.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from harness.invariants._evidence import effect_evidence
@@ -41,7 +42,7 @@ def check(obs: Observation) -> CheckResult:
     floors = 0
     margins: list[float] = []
     for sent in requests.values():
-        for before, after in zip(sent, sent[1:], strict=False):
+        for before, after in pairwise(sent):
             if before.retry_after_s is None:
                 continue
             floors += 1

@@ -12,6 +12,7 @@ from harness.mutants import (
     ack_before_send,
     backoff_past_window,
     blind_resend_after_timeout,
+    body_per_run,
     cleanup_deletes_ledger,
     fire_and_forget_task,
     gives_up_on_throttle,
@@ -55,4 +56,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "wrong_receipt": wrong_receipt.system,
     "gives_up_on_throttle": gives_up_on_throttle.system,
     "ignores_retry_after": ignores_retry_after.system,
+    "body_per_run": body_per_run.system,
 }
