@@ -88,11 +88,15 @@ def test_receipt_lost_or_wrong_fails_naming_both_ids() -> None:
         assert repr(stored) in result.summary
 
 
-def test_receipt_effect_of_another_key_fails_where_keys_count() -> None:
-    obs = _obs([_row()], [_eff(idempotency_key="ik-other")])
-    assert _judge("delivered_has_receipt", obs) is Status.FAIL
-    no_keys = _obs([_row()], [_eff(idempotency_key="ik-other")], provider_keys=False)
-    assert _judge("delivered_has_receipt", no_keys) is Status.PASS
+def test_receipt_effect_of_another_key_is_left_to_stable_idempotency_key() -> None:
+    obs = _obs([_row(provider_message_id=None)], [_eff(idempotency_key="ik-other")])
+    result = run_checker("delivered_has_receipt", CHECKERS["delivered_has_receipt"], obs)
+    assert result.status is Status.PASS
+    assert result.evidence["left_to_stable_idempotency_key"][0]["effect_key"] == "ik-other"
+    no_keys = _obs(
+        [_row(provider_message_id=None)], [_eff(idempotency_key="ik-other")], provider_keys=False
+    )
+    assert _judge("delivered_has_receipt", no_keys) is Status.FAIL
 
 
 def test_receipt_without_one_effect_is_left_to_the_count_and_no_log_is_unknown() -> None:

@@ -126,7 +126,7 @@ def test_reference_is_flagged_by_nothing_over_a_sample_of_seeds(
     db_url: str | None, tmp_path: Path
 ) -> None:
     """Three seeds of the full campaign (36 cases, 33 crash-restart cycles): every case passes
-    all thirteen invariants."""
+    every invariant."""
     ran, crashes, fired, _ = _reference_cycles(range(101, 104), db_url, tmp_path)
     assert fired == {}
     assert ran == 36

@@ -7,13 +7,14 @@ good: nobody can look the message up, refund it or match a bounce to it), or was
 wrong. This checker takes each ``delivered`` row and the accepted effect the provider logged
 for the same run and recipient (destination in the surface's normal form), and asks:
 
-- the effect carries this delivery's key, where the provider honours keys (a key the
-  provider never saw for this row means the effect is some other delivery's);
+- the effect is this delivery's: it carries the row's key, where the provider honours keys;
 - where the provider issued a message id, the row's ``provider_message_id`` is that id
   (a NULL is a lost receipt, another value a wrong one).
 
 A row with no accepted effect, or with two, is ``exactly_once_effect``'s to judge (listed
-here under ``left_to_exactly_once_effect``, not failed twice). A system without a ledger
+here under ``left_to_exactly_once_effect``), and one whose effect carries another key is
+``stable_idempotency_key``'s (``left_to_stable_idempotency_key``): each mistake is failed
+once, by the invariant that names it. A system without a ledger
 adapter has no rows to read: *unknown* (not judged), never a pass.
 """
 
@@ -47,10 +48,13 @@ def _keys_honoured(obs: Observation, eff: EffectRow) -> bool:
     return own.keys if own is not None else policy.provider_keys
 
 
-def _problem(obs: Observation, row: DeliveryRow, eff: EffectRow) -> str | None:
+def _other_key(obs: Observation, row: DeliveryRow, eff: EffectRow) -> bool:
+    """Whether ``eff`` carries a key other than the row's on a provider that honours keys."""
     keyed = _keys_honoured(obs, eff) and eff.idempotency_key and row.idempotency_key
-    if keyed and eff.idempotency_key != row.idempotency_key:
-        return "the accepted effect carries another key: it is not this delivery's"
+    return bool(keyed and eff.idempotency_key != row.idempotency_key)
+
+
+def _problem(row: DeliveryRow, eff: EffectRow) -> str | None:
     if eff.provider_message_id is None:
         return None  # the provider issued no id: nothing to keep
     if row.provider_message_id is None:
@@ -70,12 +74,22 @@ def check(obs: Observation) -> CheckResult:
     delivered = [r for r in ledger.deliveries if r.delivery_status == "delivered"]
     bad: list[dict[str, Any]] = []
     left: list[dict[str, Any]] = []
+    other_key: list[dict[str, Any]] = []
     for row in delivered:
         found = accepted.get((row.run_id, recipient(obs, row.destination)), [])
         if len(found) != 1:
             left.append({"delivery_id": row.delivery_id, "accepted_effects": len(found)})
             continue
-        why = _problem(obs, row, found[0])
+        if _other_key(obs, row, found[0]):
+            other_key.append(
+                {
+                    "delivery_id": row.delivery_id,
+                    "ledger_key": row.idempotency_key,
+                    "effect_key": found[0].idempotency_key,
+                }
+            )
+            continue
+        why = _problem(row, found[0])
         if why is not None:
             bad.append(
                 {
@@ -92,6 +106,7 @@ def check(obs: Observation) -> CheckResult:
         "delivered": len(delivered),
         "without_a_matching_receipt": bad[:_SHOWN],
         "left_to_exactly_once_effect": left[:_SHOWN],
+        "left_to_stable_idempotency_key": other_key[:_SHOWN],
     }
     if bad:
         first = bad[0]
@@ -103,10 +118,15 @@ def check(obs: Observation) -> CheckResult:
             f"{first['ledger_provider_message_id']!r})",
             evidence,
         )
-    judged = len(delivered) - len(left)
+    judged = len(delivered) - len(left) - len(other_key)
+    aside = [
+        f"{len(left)} left to exactly_once_effect" if left else "",
+        f"{len(other_key)} left to stable_idempotency_key" if other_key else "",
+    ]
+    said = "; ".join(a for a in aside if a)
     return CheckResult(
         Status.PASS,
         f"{judged} 'delivered' row(s) each backed by their effect and its receipt"
-        + (f" ({len(left)} left to exactly_once_effect)" if left else ""),
+        + (f" ({said})" if said else ""),
         evidence,
     )
