@@ -17,7 +17,7 @@ from harness.invariants import (
     Status,
     run_checker,
 )
-from harness.snapshot import body_hash
+from harness.snapshot import body_hash, unread_ledger
 
 POLICY = Policy(key_window_s=60.0, retry_backoff_s=(1.0,), max_attempts=3, lease_s=5.0)
 
@@ -187,3 +187,13 @@ def test_content_without_a_ledger_body_is_not_judged_and_without_a_provider_hash
     assert no_body.summary.startswith(NOT_JUDGED)
     unread = _obs([_row(body_hash=body_hash("x"))], [_eff()])
     assert _judge("content_matches_ledger", unread) is Status.UNKNOWN
+
+
+def test_a_system_without_a_ledger_adapter_is_not_judged_never_passed() -> None:
+    """No rows to read at all: the receipt and content rules say *not judged*, with why."""
+    obs = replace(_obs([], [_eff(body_hash=body_hash("x"))]), ledger=unread_ledger("mine"))
+    for name in ("delivered_has_receipt", "content_matches_ledger"):
+        result = run_checker(name, CHECKERS[name], obs)
+        assert result.status is Status.UNKNOWN, name
+        assert result.summary.startswith(NOT_JUDGED), name
+        assert "no ledger adapter" in result.summary, name

@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import (
+    NOT_JUDGED,
     CheckResult,
     DeliveryRow,
     EffectRow,
@@ -67,6 +68,12 @@ def _problem(row: DeliveryRow, eff: EffectRow) -> str | None:
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
+    if ledger.no_rows_because is not None:  # no rows to read at all: never a pass on none
+        return CheckResult(
+            Status.UNKNOWN,
+            f"{NOT_JUDGED} {ledger.no_rows_because}",
+            {"no_rows_because": ledger.no_rows_because},
+        )
     accepted: dict[tuple[str, str], list[EffectRow]] = {}
     for eff in effects:
         if eff.accepted:
