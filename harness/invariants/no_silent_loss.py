@@ -24,11 +24,15 @@ e-mail surface, and a roster listing one person under two spellings intends one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
+
 from harness.destinations import distinct
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import (
     CheckResult,
     DeliveryRow,
+    EffectRow,
     MissingEvidenceError,
     Observation,
     Status,
@@ -53,7 +57,19 @@ def temporary(code: int, surface: str | None) -> bool:
     return code in _HTTP_TEMPORARY or code >= 500
 
 
-def _gave_up_early(obs: Observation, rows: list[DeliveryRow]) -> list[dict[str, object]]:
+def _requests_by_recipient(obs: Observation) -> dict[tuple[str, str], list[EffectRow]]:
+    """Every request the providers logged, by (run, recipient), in arrival order."""
+    grouped: dict[tuple[str, str], list[EffectRow]] = {}
+    for eff in sorted(obs.effects or (), key=lambda e: (e.received_at, e.seq)):
+        grouped.setdefault((eff.run_id, recipient(obs, eff.destination)), []).append(eff)
+    return grouped
+
+
+def _gave_up_early(
+    obs: Observation,
+    rows: list[DeliveryRow],
+    requests: Callable[[], dict[tuple[str, str], list[EffectRow]]],
+) -> list[dict[str, object]]:
     """``failed`` rows whose last provider answer was temporary, with attempts left."""
     failed = [r for r in rows if r.delivery_status == "failed"]
     if not failed or obs.effects is None:
@@ -61,15 +77,7 @@ def _gave_up_early(obs: Observation, rows: list[DeliveryRow]) -> list[dict[str, 
     surface = surface_of(obs)
     found: list[dict[str, object]] = []
     for row in failed:
-        mine = sorted(
-            (
-                e
-                for e in obs.effects
-                if e.run_id == row.run_id
-                and recipient(obs, e.destination) == recipient(obs, row.destination)
-            ),
-            key=lambda e: (e.received_at, e.seq),
-        )
+        mine = requests().get((row.run_id, recipient(obs, row.destination)), [])
         code = mine[-1].status_code if mine else None
         if code is None:
             continue  # never answered (or no status to read): not this rule's to judge
@@ -145,6 +153,7 @@ def check(obs: Observation) -> CheckResult:
     except MissingEvidenceError as exc:
         return _by_provider(obs, str(exc))
     groups = by_identity(ledger.deliveries, surface_of(obs))
+    requests = cache(lambda: _requests_by_recipient(obs))  # read once, only if a row failed
     lost: list[dict[str, object]] = []
     pairs = _intended(obs)
     for run_id, dest in pairs:
@@ -162,7 +171,7 @@ def check(obs: Observation) -> CheckResult:
                 }
             )
         elif all(r.delivery_status == "failed" for r in rows if r.settled):
-            lost.extend(_gave_up_early(obs, rows))
+            lost.extend(_gave_up_early(obs, rows, requests))
     intended = len(pairs)
     if lost:
         early = sum(1 for x in lost if x["why"] == "gave_up_on_a_temporary_answer")
