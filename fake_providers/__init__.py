@@ -27,6 +27,7 @@ What lives where:
 - ``_credentials``: credential parsing, env var names, constant-time secret checks.
 """
 
+from fake_providers._body import body_hash, body_normal_form
 from fake_providers._client import AdminClient, reason_of
 from fake_providers._errors import ProviderError, ProviderStartError
 from fake_providers._identify import Identify
@@ -41,5 +42,7 @@ __all__ = [
     "ProviderError",
     "ProviderProcess",
     "ProviderStartError",
+    "body_hash",
+    "body_normal_form",
     "reason_of",
 ]

@@ -46,6 +46,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from fake_providers import _browse
+from fake_providers._body import body_hash
 from fake_providers._clock import FileClock
 from fake_providers._credentials import Credential, find_credential, token_matches
 from fake_providers._effect_log import FILTER_COLUMNS, EffectLog
@@ -107,11 +108,15 @@ class Attempt:
     recognizer: str | None = None
     #: why it was refused or failed, or ``unattributed: ...`` (its identity was not read)
     reason: str | None = None
+    #: sha256 of the message text in its normal form (``fake_providers._body``)
+    body_hash: str | None = None
+    #: the Retry-After (seconds) the answer gave, if any
+    retry_after: int | None = None
     #: the request exactly as received (HTTP body, SMTP DATA): kept in the log for the browse
     #: page, never listed by ``/_admin/in_flight`` or ``/_admin/drain``
     sent: bytes | None = field(default=None, repr=False)
 
-    def log_fields(self) -> dict[str, str | None]:
+    def log_fields(self) -> dict[str, Any]:
         """The fields every log record carries (``sent`` is stored apart, as ``request``)."""
         return {k: v for k, v in vars(self).items() if k != "sent"}
 
@@ -743,6 +748,7 @@ class ProviderApp:
             delivery_id=found.values["delivery"],
             recognizer=found.values["recognizer"] or find_recognizer(seen.text),
             reason=found.unattributed(preset.needs_attribution()),
+            body_hash=body_hash(seen.text) if seen.text else None,
             sent=None if raw is None else preset.redact(request, raw),
         )
         credential = preset.authenticate(request, raw or b"")
@@ -847,6 +853,7 @@ class ProviderApp:
             headers[key_header] = incoming.attempt.idempotency_key
         if fault.retry_after is not None:
             headers["Retry-After"] = str(fault.retry_after)
+            incoming.attempt.retry_after = fault.retry_after
         payload = {"error": "injected fault", "status": fault.status}
         return self.record(
             incoming.attempt,

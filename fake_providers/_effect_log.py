@@ -36,7 +36,7 @@ from typing import Any, Final
 from fake_providers._errors import ProviderError
 from fake_providers._records import ACCEPTED_OUTCOMES, Effect
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -57,7 +57,9 @@ CREATE TABLE IF NOT EXISTS effects (
     response_body TEXT,
     content TEXT,
     request BLOB,
-    reason TEXT
+    reason TEXT,
+    body_hash TEXT,
+    retry_after INTEGER
 );
 CREATE INDEX IF NOT EXISTS effects_by_key
     ON effects (epoch, credential_id, idempotency_key, outcome);
@@ -95,6 +97,8 @@ _EFFECT_COLUMNS: Final = (
     "fault",
     "status_code",
     "reason",
+    "body_hash",
+    "retry_after",
 )
 
 FILTER_COLUMNS: Final = (
@@ -180,7 +184,7 @@ class EffectLog:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):
+            if version not in (0, 1, 2, 3, 4, 5, SCHEMA_VERSION):
                 self._conn.close()
                 raise ProviderError(
                     f"{path}: effect log schema {version}, expected {SCHEMA_VERSION}"
@@ -199,6 +203,11 @@ class EffectLog:
             if "reason" not in columns:
                 # Versions 1 to 4 did not say why a request was refused or left unattributed.
                 self._conn.execute("ALTER TABLE effects ADD COLUMN reason TEXT")
+            if "body_hash" not in columns:
+                # Versions 1 to 5 kept no hash of the body in its normal form, nor the
+                # Retry-After a throttling answer gave.
+                self._conn.execute("ALTER TABLE effects ADD COLUMN body_hash TEXT")
+                self._conn.execute("ALTER TABLE effects ADD COLUMN retry_after INTEGER")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute(
                 "INSERT OR IGNORE INTO epochs (epoch, started_at) VALUES (1, ?)", (time.time(),)
@@ -234,6 +243,8 @@ class EffectLog:
         content: str | None = None,
         request: bytes | None = None,
         reason: str | None = None,
+        body_hash: str | None = None,
+        retry_after: int | None = None,
     ) -> Effect:
         """Append one record and commit it (durably) before returning it.
 
@@ -258,6 +269,8 @@ class EffectLog:
             "content": content,
             "request": request,
             "reason": reason,
+            "body_hash": body_hash,
+            "retry_after": retry_after,
         }
         names = ", ".join(values)
         marks = ", ".join(f":{n}" for n in values)

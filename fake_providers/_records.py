@@ -41,6 +41,10 @@ MAX_HOLD_S: Final = 3600.0
 """Longest hold or delay a fault may ask for (a typo of 1e6 s would hang a test run)."""
 
 
+#: ``Effect`` fields left out of its JSON when None (older records never had them)
+_OPTIONAL: Final = ("reason", "body_hash", "retry_after")
+
+
 @dataclass(frozen=True)
 class Effect:
     """One request that reached the provider's handler, as written to the durable log."""
@@ -62,6 +66,11 @@ class Effect:
     #: why the provider refused or failed the request, or ``unattributed: ...`` when an
     #: accepted request's identity could not be read (None: nothing to say)
     reason: str | None = None
+    #: sha256 of the message text in its normal form (``fake_providers._body``); None: the
+    #: request carried no text the preset could read, or an older log
+    body_hash: str | None = None
+    #: the Retry-After (seconds) the answer gave (a ``status`` fault), None: none
+    retry_after: int | None = None
 
     @property
     def unattributed(self) -> bool:
@@ -76,15 +85,16 @@ class Effect:
     def to_json(self) -> dict[str, Any]:
         """Return the record as the JSON object the admin API serves."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if out["reason"] is None:
-            del out["reason"]  # records with nothing to say keep their old shape
+        for optional in _OPTIONAL:
+            if out[optional] is None:
+                del out[optional]  # records with nothing to say keep their old shape
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Effect:
         """Build an ``Effect`` from the admin API's JSON object; unknown keys are an error."""
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data and n != "reason"]
+        missing = [n for n in names if n not in data and n not in _OPTIONAL]
         extra = [k for k in data if k not in names]
         if missing or extra:
             raise ProviderError(f"malformed effect record: missing={missing} extra={extra}")

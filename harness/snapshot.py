@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fake_providers import body_hash
 from harness.invariants import JUDGING
 from harness.invariants._model import (
     NOT_JUDGED,
@@ -35,6 +36,7 @@ __all__ = [
     "LedgerSnapshot",
     "PartialLedger",
     "StatusChange",
+    "body_hash",
     "refused_ledger",
     "unread_ledger",
 ]

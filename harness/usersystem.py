@@ -51,6 +51,7 @@ from harness.snapshot import (
     DeliveryRow,
     LedgerSnapshot,
     PartialLedger,
+    body_hash,
     refused_ledger,
     unread_ledger,
 )
@@ -234,7 +235,8 @@ class LedgerAdapter:
     ``delivery_id`` (default: ``delivery_id_for(run_id, destination)``, what ``Job`` uses),
     ``provider_message_id``, ``attempt_count``, ``created_at``, ``next_attempt_at``,
     ``first_attempt_at``, ``acknowledged_at``, ``last_error``, ``key_window_s``,
-    ``lease_expires_at``, ``credential_id``, ``destination_scope``
+    ``lease_expires_at``, ``credential_id``, ``destination_scope``, ``body`` (the text the
+    delivery sends, hashed in the providers' normal form for ``content_matches_ledger``)
     (``idempotency_key`` and ``delivery_status`` are accepted as the long names).
 
     ``states`` maps your status values to the harness's (``pending``, ``claimed``,
@@ -421,6 +423,7 @@ def _delivery_row(row: Mapping[str, Any], states: Mapping[str, str]) -> Delivery
     attempts = _pick(row, "attempt_count", default=0)
     window = _pick(row, "key_window_s")
     pmid = _pick(row, "provider_message_id")
+    body = _pick(row, "body")
     return DeliveryRow(
         delivery_id=str(_pick(row, "delivery_id", default=delivery_id_for(run_id, destination))),
         run_id=run_id,
@@ -439,6 +442,7 @@ def _delivery_row(row: Mapping[str, Any], states: Mapping[str, str]) -> Delivery
         key_window_s=None if window is None else float(window),
         last_error=_pick(row, "last_error"),
         lease_expires_at=_time(_pick(row, "lease_expires_at")),
+        body_hash=None if body is None else body_hash(str(body)),
     )
 
 

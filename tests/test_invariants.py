@@ -19,6 +19,7 @@ from harness.invariants import (
     run_all,
     run_checker,
 )
+from harness.snapshot import body_hash
 
 
 def _row(
@@ -39,6 +40,7 @@ def _row(
         idempotency_key=key or f"ik-{did}",
         created_by=by,
         created_at=at,
+        body_hash=body_hash(f"text for {did}"),
     )
 
 
@@ -53,6 +55,7 @@ def _effect(
         delivery_id=did,
         idempotency_key=key or f"ik-{did}",
         outcome=outcome,
+        body_hash=body_hash(f"text for {did}"),
     )
 
 

@@ -51,6 +51,17 @@ def test_throttle_and_server_errors_are_retryable_with_retry_after() -> None:
 
 
 @responses.activate
+def test_request_timeout_and_too_early_are_retryable() -> None:
+    """408 and 425 ask to be asked again, as 429 does: a retry, not a failure."""
+    responses.post(f"{URL}/v1/messages", status=408)
+    responses.post(f"{URL}/v1/messages", status=425)
+    client = _client()
+    assert _send(client) is Answer.RETRYABLE
+    assert _send(client) is Answer.RETRYABLE
+    client.close()
+
+
+@responses.activate
 def test_other_client_errors_are_permanent() -> None:
     """A 403 or 422 will not get better by retrying."""
     responses.post(f"{URL}/v1/messages", status=403, json={"error": "out of scope"})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from fake_providers import FaultRule, ProviderError, ProviderProcess
+from fake_providers import FaultRule, ProviderError, ProviderProcess, body_hash
 
 
 def message(**overrides: Any) -> dict[str, Any]:
@@ -138,6 +138,20 @@ def test_status_429_carries_retry_after(
     response = send(session, provider, "k1")
     assert response.status_code == 429
     assert response.headers["Retry-After"] == "1"
+    [record] = provider.admin.assert_records(1, outcome="failed_by_fault")
+    assert record.retry_after == 1  # the log keeps it: a retry can be judged against it
+
+
+def test_the_log_keeps_the_body_hash_in_its_normal_form(
+    provider: ProviderProcess, session: requests.Session
+) -> None:
+    """Each record carries the hash of the message text in its normal form: the text the
+    ledger recorded, re-spelled with CRLF and trailing blanks, hashes the same; another does not."""
+    sent = {**message(), "body": "Hello\r\nthere  \n\n"}
+    assert send(session, provider, "k1", sent).status_code == 200
+    [record] = provider.admin.accepted()
+    assert record.body_hash == body_hash("Hello\nthere")
+    assert record.body_hash != body_hash("Hello\nsomeone else")
 
 
 def test_nth_and_times_pick_which_requests_fail(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from fake_providers import Effect, ProviderProcess
+from fake_providers import Effect, ProviderProcess, body_hash
 
 WINDOW_S = 86_400.0
 
@@ -236,6 +236,7 @@ def test_fresh_message_is_accepted_with_provider_id(
         provider_message_id=reply["id"],
         fault=None,
         status_code=200,
+        body_hash=body_hash("hello"),
     )
     assert record.payload_hash is not None
     assert len(record.payload_hash) == 64

@@ -56,6 +56,7 @@ from fake_providers._app import (
     json_response,
     payload_hash,
 )
+from fake_providers._body import body_hash
 from fake_providers._credentials import Credential, find_credential
 from fake_providers._errors import ProviderError
 from fake_providers._identify import Identify, Seen
@@ -310,6 +311,7 @@ class Smtp(Preset):
             delivery_id=found.values["delivery"],
             idempotency_key=_header(message, "Message-ID"),
             payload_hash=payload_hash(raw),
+            body_hash=body_hash(text_of(message)),
             recognizer=found.values["recognizer"] or find_recognizer(text),
             reason=found.unattributed(("run",)),
             sent=raw,

@@ -969,6 +969,8 @@ def _effects_of(
             status_code=e.status_code,
             provider=name,
             unattributed=e.reason if e.unattributed else None,
+            body_hash=e.body_hash,
+            retry_after_s=None if e.retry_after is None else float(e.retry_after),
         )
         for e in provider.admin.effects(epoch=epoch)
     )

@@ -68,6 +68,9 @@ class DeliveryRow:
     last_error: str | None = None
     #: when the current lease (if any) runs out; a claimed row is not overdue before that
     lease_expires_at: float | None = None
+    #: the body the ledger recorded for this delivery, hashed in the providers' normal form
+    #: (``harness.snapshot.body_hash``); None: the ledger adapter gives no body
+    body_hash: str | None = None
 
     @property
     def settled(self) -> bool:
@@ -125,6 +128,11 @@ class EffectRow:
     #: _attribution``): "delivery" (the user's own id is an intended run) or "destination"
     #: (the one intended run to that recipient); None if it did not have to
     joined_by: str | None = None
+    #: the message text the provider received, hashed in its normal form
+    #: (``fake_providers.body_hash``); None: no text to read, or an older log
+    body_hash: str | None = None
+    #: the Retry-After (seconds) the provider's answer carried; None: none
+    retry_after_s: float | None = None
 
     @property
     def accepted(self) -> bool:
@@ -151,6 +159,7 @@ class EffectRow:
             **({"provider": self.provider} if self.provider else {}),
             **({"unattributed": self.unattributed} if self.unattributed else {}),
             **({"joined_by": self.joined_by} if self.joined_by else {}),
+            **({"retry_after_s": self.retry_after_s} if self.retry_after_s is not None else {}),
         }
 
 

@@ -12,9 +12,12 @@ from harness.mutants import (
     ack_before_send,
     backoff_past_window,
     blind_resend_after_timeout,
+    body_per_run,
     cleanup_deletes_ledger,
     fire_and_forget_task,
+    gives_up_on_throttle,
     ignores_key_window,
+    ignores_retry_after,
     new_key_per_attempt,
     no_lease,
     no_watchdog,
@@ -27,6 +30,7 @@ from harness.mutants import (
     unknown_as_failed,
     unknown_stored_as_pending,
     uuid_delivery_ids,
+    wrong_receipt,
 )
 from harness.systems import System
 
@@ -49,4 +53,8 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "one_credential_for_all": one_credential_for_all.system,
     "uuid_delivery_ids": uuid_delivery_ids.system,
     "unknown_stored_as_pending": unknown_stored_as_pending.system,
+    "wrong_receipt": wrong_receipt.system,
+    "gives_up_on_throttle": gives_up_on_throttle.system,
+    "ignores_retry_after": ignores_retry_after.system,
+    "body_per_run": body_per_run.system,
 }

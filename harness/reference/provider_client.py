@@ -1,8 +1,8 @@
 """The reference worker's HTTP adapter: turn every provider answer into one decision.
 
 The classification is the heart of restart safety. A 2xx is an acceptance. A dropped
-connection or a timeout is *unknown*: the provider may well have accepted. 429 and 5xx are
-retryable. Any other 4xx is a permanent failure. Only a lookup can turn unknown into known.
+connection or a timeout is *unknown*: the provider may well have accepted. 408, 425, 429 and
+5xx are retryable. Any other 4xx is a permanent failure. Only a lookup can turn unknown into known.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def classify(resp: requests.Response, *, id_field: str = "id") -> SendResult:
         except (ValueError, KeyError, TypeError):
             return SendResult(Answer.UNKNOWN, detail=f"HTTP {code} without {id_field!r}")
         return SendResult(Answer.ACCEPTED, provider_message_id=str(ident))
-    if code == 429 or code >= 500:
+    if code in (408, 425, 429) or code >= 500:  # temporary: ask again later
         retry_after = resp.headers.get("Retry-After")
         try:
             delay = float(retry_after) if retry_after is not None else None

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, inspect
 
-from harness.snapshot import AuditRow, DeliveryRow, LedgerSnapshot, StatusChange
+from harness.snapshot import AuditRow, DeliveryRow, LedgerSnapshot, StatusChange, body_hash
 
 _DELIVERY_FIELDS = (
     "delivery_id",
@@ -60,10 +60,15 @@ def read_ledger(engine: Engine) -> LedgerSnapshot:
         frozen: dict[str, list[str]] = {}
         for run_id, dest in rows("SELECT run_id, destination FROM run_destinations"):
             frozen.setdefault(str(run_id), []).append(str(dest))
+        # The body is read only to hash it as the providers do (``body_hash``): the content
+        # a provider received is compared with it, not shown.
         deliveries = tuple(
-            DeliveryRow(**dict(zip(_DELIVERY_FIELDS, row, strict=True)))
+            DeliveryRow(
+                **dict(zip(_DELIVERY_FIELDS, row[:-1], strict=True)),
+                body_hash=None if row[-1] is None else body_hash(str(row[-1])),
+            )
             for row in rows(
-                f"SELECT {', '.join(_DELIVERY_FIELDS)} FROM deliveries ORDER BY created_at"
+                f"SELECT {', '.join(_DELIVERY_FIELDS)}, body FROM deliveries ORDER BY created_at"
             )
         )
         queue = frozenset(str(d) for (d,) in rows("SELECT delivery_id FROM delivery_queue"))
