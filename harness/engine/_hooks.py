@@ -50,9 +50,10 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from harness.engine import _boundary
+from harness.names import NEAR_SIDE_KINDS
 
 #: the kinds of near-side point, in the order a send or a commit reaches them
-KINDS = ("before_send", "after_send", "before_commit", "after_commit")
+KINDS = tuple(NEAR_SIDE_KINDS)
 #: the directory whose ``sitecustomize`` installs the hooks in an exec'd Python process
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sitehook")
 
