@@ -432,3 +432,107 @@ def test_a_call_site_is_a_stem_a_case_id_can_hold(filename: str, line: int, wher
 
     assert _hooks.point_where(filename, line) == where
     assert CaseSpec.parse(f"crash@after_send.{where}#1").boundary == f"after_send.{where}"
+
+
+# -- the plan: certify, sweep and case ids over discovered points --------------------------------
+
+#: a program certified through the harness's command route; it reads its settings with the
+#: harness's helpers, but marks no boundary: what it sends is found
+SENDER = """\
+import requests
+from harness import WorkerConfig, jobs
+
+for job in list(jobs(WorkerConfig.from_env())):
+    requests.post(job.url, json=job.message, headers=job.headers, timeout=30)  # SEND
+"""
+
+
+def _cli(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", *args, "--report-dir", str(tmp_path / "r")],
+        cwd=tmp_path,
+        env=dict(
+            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    path = tmp_path / "r" / "report.json"
+    report = json.loads(path.read_text()) if path.exists() else {}
+    return proc.returncode, proc.stdout + proc.stderr, report
+
+
+def test_certify_lists_discovered_points_and_a_case_id_mixes_them_with_named_ones(
+    tmp_path: Path,
+) -> None:
+    mixed = SENDER.replace("  # SEND", "  # SEND\n    boundary('after_provider_accept')")
+    mixed = "from harness import boundary\n" + mixed
+    (tmp_path / "prog.py").write_text(mixed)
+    send = f"after_send.prog.{line_of(mixed, 'SEND')}"
+    case = f"crash@{send}#2+crash@after_provider_accept#1"
+    status, said, report = _cli(
+        tmp_path,
+        *("certify", "--system-cmd", "python prog.py", "--seed", "3", "--case", case),
+        *("--set", "provider_faults=[]"),
+    )
+    assert status == 0, said
+    assert "discovered 2 near-side point(s)" in said, said
+    listed = [line for line in said.splitlines() if line.strip().startswith(send)]
+    assert len(listed) == 1, said
+    assert "POST 127.0.0.1:" in listed[0]
+    assert "/v1/messages" in listed[0], listed
+    (only,) = report["cases"]
+    assert only["id"] == case
+    assert [x["landing"] for x in only["landings"]] == ["landed", "landed"], only["landings"]
+
+
+def test_a_program_with_no_send_nor_commit_is_a_coverage_gap(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text("print('nothing to do')\n")
+    status, said, _ = _cli(tmp_path, "certify", "--system-cmd", "python prog.py", "--seed", "3")
+    assert status == 1, said
+    assert "dry run reached: no boundary" in said, said
+    assert "coverage gap: the program reached no boundary() and no send or commit" in said
+
+
+def test_sweep_crashes_every_hit_of_every_discovered_point(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text(SENDER)
+    (tmp_path / "plain.toml").write_text(
+        '[scenario]\nsystem = "cmd:python prog.py"\nseed = 5\n'
+        "[workload]\nruns = 1\ndestinations_per_topic = 2\n[provider]\nfaults = []\n"
+    )
+    status, said, report = _cli(tmp_path, "sweep", "plain.toml", "--determinism", "0")
+    assert status == 0, said
+    send = line_of(SENDER, "SEND")
+    assert "discovered 2 near-side point(s)" in said, said
+    sweep = report["sweep"]
+    ids = [c["id"] for c in report["cases"]]
+    assert ids == [
+        "baseline",
+        f"crash@before_send.prog.{send}#1",
+        f"crash@before_send.prog.{send}#2",
+        f"crash@after_send.prog.{send}#1",
+        f"crash@after_send.prog.{send}#2",
+    ]
+    assert (sweep["pairs_expected"], sweep["pairs_covered"]) == (4, 4), sweep
+    assert report["summary"]["boundaries_documented"] == 2
+
+
+def test_a_process_that_cannot_import_the_harness_says_so(tmp_path: Path) -> None:
+    """Another interpreter, another venv: if even the harness's own source root does not
+    import, the process runs unhooked and says so on its stderr, never silently."""
+    broken = tmp_path / "shadow" / "harness"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('not this harness')\n")
+    _boundary.configure(trace_path=str(tmp_path / "t"), worker="w1", arms=[])
+    try:
+        env = dict(os.environ, **_hooks.child_env({"PYTHONPATH": str(tmp_path / "shadow")}))
+    finally:
+        _boundary.disarm()
+    said = subprocess.run(
+        [sys.executable, "-c", "print('ran')"], env=env, capture_output=True, text=True, check=True
+    )
+    assert said.stdout == "ran\n"
+    assert "crash-harness: no near-side hooks in pid" in said.stderr, said.stderr
+    assert "not this harness" in said.stderr
