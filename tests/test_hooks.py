@@ -398,13 +398,15 @@ def test_a_users_own_sitecustomize_still_runs(
     own = tmp_path / "own_site"
     own.mkdir()
     marker = tmp_path / "own_site_ran"
-    (own / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (own / "sitecustomize.py").write_text(  # says which program it ran in
+        f"import sys\nopen({str(marker)!r}, 'a').write(sys.argv[0] + '\\n')\n"
+    )
     script = tmp_path / "plain_worker.py"
     script.write_text(PLAIN)
     monkeypatch.setenv("PYTHONPATH", str(own))  # the user's, inherited by the forked worker
     outcome, hits = _run(tmp_path, _exec(script, url, str(tmp_path / "w.db")), [])
     assert outcome.kind is OutcomeKind.COMPLETED, outcome.stderr_tail
-    assert marker.exists()  # theirs ran
+    assert str(script) in marker.read_text().splitlines()  # theirs ran in the worker
     assert hits  # and so did ours
 
 
