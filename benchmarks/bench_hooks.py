@@ -125,8 +125,12 @@ def main() -> None:
     # Each round's variants ran back to back, so the median of the per-round ratios is less
     # at the mercy of what the rest of the machine did meanwhile than a ratio of medians.
     for v, say in (("disarmed", "(goal <= 1.1x)"), ("armed", "(for scale: a case's price)")):
-        paired = statistics.median(t[1] / p[1] for t, p in zip(times[v], times["plain"]))
-        walls = statistics.median(t[0] / p[0] for t, p in zip(times[v], times["plain"]))
+        paired = statistics.median(
+            t[1] / p[1] for t, p in zip(times[v], times["plain"], strict=True)
+        )
+        walls = statistics.median(
+            t[0] / p[0] for t, p in zip(times[v], times["plain"], strict=True)
+        )
         print(
             f"ratio {v}/plain: {paired:.3f}x worker CPU {say}, {walls:.3f}x wall"
             " (medians of per-round ratios)"
