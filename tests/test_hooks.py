@@ -538,3 +538,53 @@ def test_a_process_that_cannot_import_the_harness_says_so(tmp_path: Path) -> Non
     assert said.stdout == "ran\n"
     assert "crash-harness: no near-side hooks in pid" in said.stderr, said.stderr
     assert "not this harness" in said.stderr
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_a_grandchild_keeps_the_harness_pipes_only_if_it_holds_them(
+    tmp_path: Path, *, passed: bool
+) -> None:
+    """``subprocess`` closes the pipes it is not passed: a grandchild then has the plan but no
+    pipes, and must not take whatever file has their numbers for them (here: pipes of its
+    own, opened until they have those numbers)."""
+    events_r, events_w = os.pipe()
+    control_r, control_w = os.pipe()
+    _boundary.configure(
+        trace_path=str(tmp_path / "t"),
+        worker="w1",
+        arms=[],
+        events_fd=events_w,
+        control_fd=control_r,
+    )
+    try:
+        # armed at ``import harness``, below, once its own pipes hold the numbers
+        env = dict(os.environ, **_boundary.handoff_env(), PYTHONPATH=str(ROOT))
+    finally:
+        _boundary.disarm()
+    probe = """
+import json, os
+plan = json.loads(os.environ["CRASH_HARNESS_CONTROL"])
+mine = []
+while True:  # until both numbers are open: passed to it, or pipes of its own
+    try:
+        os.fstat(plan["events_fd"]); os.fstat(plan["control_fd"])
+        break
+    except OSError:
+        mine.append(os.pipe())
+from harness.engine import _boundary as b
+print(b._tracer.events_fd, b._tracer.control_fd)
+"""
+    try:
+        said = subprocess.run(
+            [sys.executable, "-c", probe],
+            env=env,
+            pass_fds=(events_w, control_r) if passed else (),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        for fd in (events_r, events_w, control_r, control_w):
+            os.close(fd)
+    held = f"{events_w} {control_r}" if passed else "None None"
+    assert said.stdout.strip() == held, said.stderr
