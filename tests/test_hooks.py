@@ -588,3 +588,16 @@ print(b._tracer.events_fd, b._tracer.control_fd)
             os.close(fd)
     held = f"{events_w} {control_r}" if passed else "None None"
     assert said.stdout.strip() == held, said.stderr
+
+
+def test_what_a_point_talked_to_is_a_reading_of_the_run_not_content() -> None:
+    """Two runs of one seed talk to other ports, epochs and temp files: ``point_targets``
+    is set aside when they are compared, the points and their hits are not."""
+    from harness.engine.determinism import content
+
+    case = {
+        "boundaries_reached": {"after_send.w.3": 2},
+        "point_targets": {"after_send.w.3": ["POST 127.0.0.1:41503/epoch/2/v1/messages"]},
+    }
+    seen = content({"cases": [case]})["cases"][0]
+    assert seen == {"boundaries_reached": {"after_send.w.3": 2}, "point_targets": "<point_targets>"}
