@@ -601,3 +601,32 @@ def test_what_a_point_talked_to_is_a_reading_of_the_run_not_content() -> None:
     }
     seen = content({"cases": [case]})["cases"][0]
     assert seen == {"boundaries_reached": {"after_send.w.3": 2}, "point_targets": "<point_targets>"}
+
+
+@pytest.mark.parametrize(
+    ("system", "line", "discovers"),
+    [
+        ('"reference"', "discover = true", True),  # asked: on beside its boundaries
+        ('"reference"', "", False),  # a system that declares its boundaries: off
+        ('"cmd:python prog.py"', "", True),  # a program that declares none: on
+        ('"cmd:python prog.py"', "discover = false", False),
+    ],
+)
+def test_a_scenario_turns_discovery_on_or_off(
+    tmp_path: Path, system: str, line: str, *, discovers: bool
+) -> None:
+    from harness.engine import scenario as scenario_mod
+
+    path = tmp_path / "s.toml"
+    path.write_text(f"[scenario]\nsystem = {system}\n{line}\n")
+    assert scenario_mod.load(path).build_system().discover is discovers
+
+
+def test_a_scenario_discover_that_is_not_a_bool_names_its_line(tmp_path: Path) -> None:
+    from harness.engine import scenario as scenario_mod
+    from harness.errors import BadInputError
+
+    path = tmp_path / "s.toml"
+    path.write_text('[scenario]\nsystem = "reference"\ndiscover = "yes"\n')
+    with pytest.raises(BadInputError, match=r"s.toml:3: \[scenario.discover\] expected bool"):
+        scenario_mod.load(path)
