@@ -630,3 +630,51 @@ def test_a_scenario_discover_that_is_not_a_bool_names_its_line(tmp_path: Path) -
     path.write_text('[scenario]\nsystem = "reference"\ndiscover = "yes"\n')
     with pytest.raises(BadInputError, match=r"s.toml:3: \[scenario.discover\] expected bool"):
         scenario_mod.load(path)
+
+
+#: a worker committing on PostgreSQL through psycopg itself (and psycopg commits again as its
+#: block ends, at the `with` line), then through SQLAlchemy on it
+PSYCOPG = """\
+import psycopg
+import sqlalchemy
+
+
+def main(url):
+    with psycopg.connect(url) as conn:  # EXIT
+        conn.execute("select 1")
+        conn.commit()  # PSYCOPG
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:  # ENGINE
+        conn.exec_driver_sql("select 1")
+    engine.dispose()
+"""
+
+
+@pytest.mark.postgres
+def test_psycopg_commits_are_points_once_each(tmp_path: Path) -> None:
+    url = os.environ.get("CRASH_HARNESS_PG_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("CRASH_HARNESS_PG_URL is not set; CI must test PostgreSQL")
+        pytest.skip("set CRASH_HARNESS_PG_URL to test PostgreSQL")
+    module = tmp_path / "pg_worker.py"
+    module.write_text(PSYCOPG)
+
+    def target() -> None:  # pragma: no cover - runs in the forked worker
+        import runpy
+
+        runpy.run_path(str(module))["main"](url)
+
+    outcome, hits = _run(tmp_path, target, [])
+    assert outcome.kind is OutcomeKind.COMPLETED, outcome.stderr_tail
+    plain, end, engine = (line_of(PSYCOPG, m) for m in ("PSYCOPG", "EXIT", "ENGINE"))
+    assert [e.boundary for e in hits] == [
+        f"before_commit.pg_worker.{plain}",
+        f"after_commit.pg_worker.{plain}",
+        f"before_commit.pg_worker.{end}",
+        f"after_commit.pg_worker.{end}",
+        f"before_commit.pg_worker.{engine}",
+        f"after_commit.pg_worker.{engine}",
+    ]
+    (target_seen,) = trace_store.point_targets(hits)[f"after_commit.pg_worker.{plain}"]
+    assert target_seen.startswith("postgresql://")
