@@ -151,6 +151,16 @@ def _patch_http_client(module: ModuleType) -> None:
     conn.putrequest, conn.getresponse = hooked_putrequest, hooked_getresponse
 
 
+def _target_of(describe: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+    """What a point talks to, for the trace; a call whose target cannot be read (a closed
+    socket, a library's other shape) is still a point, with target ``?``: describing it
+    must never break the worker's own call."""
+    try:
+        return describe(*args, **kwargs)
+    except Exception:
+        return "?"
+
+
 def _around(kind: str, original: Callable[..., Any], target: Callable[..., str]) -> Any:
     """``original`` with ``before_KIND`` before it and ``after_KIND`` once it returned."""
 
@@ -158,7 +168,7 @@ def _around(kind: str, original: Callable[..., Any], target: Callable[..., str])
     def hooked(*args: Any, **kwargs: Any) -> Any:
         if _boundary._tracer is None:
             return original(*args, **kwargs)
-        what = target(*args, **kwargs)
+        what = _target_of(target, *args, **kwargs)
         _hit(f"before_{kind}", what)
         result = original(*args, **kwargs)
         _hit(f"after_{kind}", what)
@@ -172,7 +182,7 @@ def _around_async(kind: str, original: Callable[..., Any], target: Callable[...,
     async def hooked(*args: Any, **kwargs: Any) -> Any:
         if _boundary._tracer is None:
             return await original(*args, **kwargs)
-        what = target(*args, **kwargs)
+        what = _target_of(target, *args, **kwargs)
         _hit(f"before_{kind}", what)
         result = await original(*args, **kwargs)
         _hit(f"after_{kind}", what)
@@ -300,7 +310,7 @@ def _patch_sqlalchemy(module: ModuleType) -> None:
     def hooked(self: Any) -> Any:
         if _boundary._tracer is None:
             return original(self)
-        target = _sqlalchemy_target(self)
+        target = _target_of(_sqlalchemy_target, self)
         _hit("before_commit", target)
         result = original(self)
         _hit("after_commit", target)
@@ -322,7 +332,7 @@ def _patch_psycopg(module: ModuleType) -> None:
     def hooked(self: Any) -> Any:
         if _boundary._tracer is None:
             return original(self)
-        target = _psycopg_target(self)
+        target = _target_of(_psycopg_target, self)
         _hit("before_commit", target)
         result = original(self)
         _hit("after_commit", target)
