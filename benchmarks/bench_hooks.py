@@ -137,9 +137,37 @@ def main() -> None:
         )
 
 
+def startup() -> None:
+    """What every Python process of an exec'd worker pays once, at start: the injected
+    ``sitecustomize`` importing the harness, arming the process and installing the hooks."""
+    sys.path.insert(0, str(ROOT))
+    from harness.engine import _boundary, _hooks
+
+    rounds = pick(21, 3)
+    with tempfile.TemporaryDirectory(prefix="bench-hooks-") as workdir:
+        _boundary.configure(trace_path=os.path.join(workdir, "t"), worker="w1", arms=[])
+        try:
+            hooked = dict(os.environ, **_hooks.child_env({"PYTHONPATH": str(ROOT)}))
+        finally:
+            _boundary.disarm()
+        plain = dict(os.environ, PYTHONPATH=str(ROOT))
+        took: dict[str, list[float]] = {"plain": [], "hooked": []}
+        for _ in range(rounds):
+            for name, env in (("plain", plain), ("hooked", hooked)):
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+                took[name].append(time.perf_counter() - started)
+    p, h = (statistics.median(took[k]) * 1000 for k in ("plain", "hooked"))
+    print(
+        f"python start-up: median {p:.1f} ms plain, {h:.1f} ms with the injected sitecustomize"
+        f" (+{h - p:.1f} ms a process, once; not held to the goal)"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         variant, url, n, workdir = sys.argv[2:6]
         print(*worker(variant, url, int(n), workdir))
     else:
         main()
+        startup()

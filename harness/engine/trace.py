@@ -15,11 +15,13 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from harness.clock import SharedClock
 from harness.names import BOUNDARIES, NEAR_SIDE_KINDS, near_side_kind
+
+if TYPE_CHECKING:  # not imported at run time: every armed worker process imports this module
+    from pathlib import Path
 
 #: the case clock's file name, next to the case's trace file
 CLOCK_FILE: Final = "clock"
@@ -27,8 +29,8 @@ CLOCK_FILE: Final = "clock"
 
 def trace_clock(trace_path: str | Path) -> SharedClock | None:
     """The case clock that sits next to ``trace_path``, if there is one."""
-    path = Path(trace_path).with_name(CLOCK_FILE)
-    return SharedClock(str(path)) if path.exists() else None
+    path = os.path.join(os.path.dirname(os.fspath(trace_path)), CLOCK_FILE)
+    return SharedClock(path) if os.path.exists(path) else None
 
 
 @dataclass(frozen=True)
