@@ -33,6 +33,7 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -144,8 +145,10 @@ class _Tracer:
         if counter_dir is not None:
             os.makedirs(counter_dir, exist_ok=True)
 
-    def _record(self, event: str, name: str, n: int) -> None:
-        record = {
+    def _record(
+        self, event: str, name: str, n: int, detail: Mapping[str, object] | None = None
+    ) -> None:
+        record: dict[str, object] = {
             "t": time.time(),
             "event": event,
             "boundary": name,
@@ -153,6 +156,8 @@ class _Tracer:
             "worker": self.worker,
             "pid": self.pid,
         }
+        if detail:
+            record["detail"] = dict(detail)
         if self.clock is not None:
             record["c"] = self.clock.now()
         # One write(2) on an O_APPEND descriptor: the line is in the kernel before we act.
@@ -179,7 +184,9 @@ class _Tracer:
             fcntl.lockf(fd, fcntl.LOCK_UN)
         return n
 
-    def hit(self, name: str) -> None:
+    def hit(self, name: str, detail: Mapping[str, object] | None = None) -> None:
+        """Count this hit of ``name``, record it (with ``detail``: a discovered point's
+        target) and do whatever the plan armed there."""
         if os.getpid() != self.pid:
             # A forked child (a pool process, a work-horse) is part of the same worker; with
             # no counter directory its hits are counted on their own.
@@ -188,7 +195,7 @@ class _Tracer:
         n = self._count(name)
         arm = next((a for a in self.arms if a.boundary == name and a.covers(n)), None)
         action = None if arm is None else arm.action
-        self._record("hit" if action is None else action, name, n)
+        self._record("hit" if action is None else action, name, n, detail)
         if arm is None or action is None:
             return
         if action == "pause":
@@ -307,6 +314,8 @@ def control_env(
             "arms": [a.to_json() for a in arms],
             "events_fd": events_fd,
             "control_fd": control_fd,
+            "events_id": _identity(events_fd),
+            "control_id": _identity(control_fd),
             "tree": None if tree is None else tree.to_json(),
             "counters": counter_dir,
         }
@@ -334,6 +343,32 @@ def handoff_env() -> dict[str, str]:
     }
 
 
+def _identity(fd: int | None) -> list[int] | None:
+    """What tells this pipe from any other file that may later have its number."""
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _pipe_or_none(fd: object, identity: object) -> int | None:
+    """``fd`` if this process still holds the harness's very pipe there: a grandchild started
+    by ``subprocess`` (which closes what it was not passed) inherits the plan but not the
+    pipes, and must not write "paused" into whatever file now has that number."""
+    if not isinstance(fd, int):
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    if not stat.S_ISFIFO(st.st_mode):
+        return None
+    return fd if identity is None or identity == [st.st_dev, st.st_ino] else None
+
+
 def _configure_from_env() -> None:
     raw = os.environ.get(CONTROL_ENV)
     if not raw:
@@ -344,8 +379,8 @@ def _configure_from_env() -> None:
         trace_path=data["trace"],
         worker=data["worker"],
         arms=[Arm.from_json(a) for a in data.get("arms", [])],
-        events_fd=data.get("events_fd"),
-        control_fd=data.get("control_fd"),
+        events_fd=_pipe_or_none(data.get("events_fd"), data.get("events_id")),
+        control_fd=_pipe_or_none(data.get("control_fd"), data.get("control_id")),
         tree=None if tree is None else ProcessTree.from_json(tree),
         counter_dir=data.get("counters"),
     )

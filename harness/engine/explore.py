@@ -141,6 +141,7 @@ def explore(
             return ExploreResult(tried=before, minimal=before[-1], failures_seen=len(before))
         dry = before[-1]  # it passed when run again: flaky, folded in below
     reach = dry.hits_by_worker.get("w1", {})
+    campaign.adopt_discovered(dry)  # a discovering system's points are drawn like boundaries
     if jobs == 1:
         found = _search(
             campaign,
