@@ -595,9 +595,11 @@ def _compact(evidence: Any) -> str:
 
 def _case_lines(case: CaseResult, names: Iterable[str]) -> Iterator[str]:
     yield f"{case.verdict.value.upper()} {case.spec.id}"
+    from harness.invariants import looks
+
     for name in names:
         check = case.invariants[name]
-        yield f"  {name}: {check.summary}"
+        yield f"  {name} ({looks.LOOK_WORD[looks.look(check)]}): {check.summary}"
         if check.evidence:
             yield f"    evidence: {_compact(check.evidence)}"
     for worker in case.workers:
@@ -641,8 +643,7 @@ def judge(
 
     ``hold`` and ``expect_violation`` default to what the scenario says, if one was run.
     """
-    from harness.invariants import CHECKERS, Status
-    from harness.usersystem import not_judged
+    from harness.invariants import CHECKERS, Status, looks
 
     info: dict[str, Any] = result.extra.get("pytest", {})
     if hold is None and expect_violation is None:
@@ -700,9 +701,9 @@ def judge(
         wrong = []
         for name in names:
             check = case.invariants.get(name)
-            if check is None or check.status is Status.PASS:
+            if check is None or looks.look(check) == "pass":
                 continue
-            if not_judged(check):
+            if looks.look(check) == "not_judged":
                 blind.add(name)
                 continue
             wrong.append(name)

@@ -15,7 +15,6 @@ from harness.cli import _values as _cli_values
 from harness.engine import _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
-from harness.invariants._model import NOT_JUDGED
 
 
 def _settings(
@@ -52,6 +51,21 @@ def _said_it_raised(notes: list[str], worker: str) -> bool:
     return any(n.startswith(f"worker {worker} raised ") for n in notes)
 
 
+def looks_text(results: Any) -> str:
+    """What a case line adds after its duration: the failed invariants by name, then the
+    undecided ones marked as such (one rule with the reports: ``harness.invariants.looks``);
+    empty when nothing failed or was undecided. A not-judged check is no finding: not named."""
+    from harness.invariants import looks
+
+    groups = looks.grouped(results)
+    parts = []
+    if groups["fail"]:
+        parts.append(", ".join(groups["fail"]))
+    if groups["undecided"]:
+        parts.append("undecided: " + ", ".join(groups["undecided"]))
+    return "  " + "; ".join(parts) if parts else ""
+
+
 def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     """A finished case's line (mark, id, duration, ``[N/M]``, what failed), its notes, and
     for a case that did not pass the workers' stack dumps and the replay command."""
@@ -59,12 +73,7 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     from harness.engine import _secrets
 
     mark = mark_of(case.verdict.value)
-    failed = [
-        n
-        for n, r in case.invariants.items()
-        if r.status is not Status.PASS and not r.summary.startswith(NOT_JUDGED)
-    ]
-    extra = f"  {', '.join(failed)}" if failed else ""
+    extra = looks_text(case.invariants)
     _style.echo(
         f"  {mark} {case.spec.id:<{width}} {case.duration_s:6.2f}s{counted(counter)}{extra}"
     )

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ExitStatus
+from harness.invariants import looks
 
 if TYPE_CHECKING:
     from harness.engine.campaign import CampaignResult
@@ -35,8 +36,6 @@ _UNDECIDED_VERDICTS = ("unknown", "flaky")
 _ANOMALIES = ("died", "killed_unplanned", "hung")
 #: what a result the machine made undecidable says (``harness.invariants.liveness``)
 _STARVED = "undecided: the machine starved the worker"
-#: summary prefix of a "this system gives nothing to judge it by" unknown
-_NOT_JUDGED = "[not judged]"
 
 
 @dataclass(frozen=True)
@@ -202,9 +201,7 @@ def _undecided(cases: Sequence[Mapping[str, Any]], held: set[str] | None) -> lis
         unsure = [
             n
             for n, r in case["invariants"].items()
-            if r["status"] == "unknown"
-            and not str(r["summary"]).startswith(_NOT_JUDGED)
-            and (held is None or n in held)
+            if looks.look(r) == "undecided" and (held is None or n in held)
         ]
         if verdict == "flaky":
             lines.append(f"{case['id']}: flaky (a rerun gave another verdict)")

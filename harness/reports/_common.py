@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.invariants import _model, looks
+
 SYMBOL = {"pass": "✅", "fail": "❌", "unknown": "⚠️", "gap": "🕳️", "flaky": "🔀", None: "-"}
 #: an invariant result's symbol by look (``look``): a not-judged check is neither ❌ nor ⚠️
 LOOK_SYMBOL = {"pass": "✅", "fail": "❌", "undecided": "⚠️", "not_judged": "⚪", None: "-"}
@@ -136,31 +138,16 @@ def effects_line(case: Mapping[str, Any]) -> str:
 # -- how an invariant result looks: failed, undecided, not judged ------------------------------
 
 #: summary prefix of an *unknown* that is a blind spot of the system under test (no ledger
-#: adapter, no audit query), not a finding; ``harness.engine.outcome`` reads it the same way
-NOT_JUDGED = "[not judged]"
-#: the four looks of an invariant result, in the order a reader needs them
-LOOKS = ("fail", "undecided", "not_judged", "pass")
-#: the word every format uses for a look
-LOOK_WORD = {
-    "fail": "failed",
-    "undecided": "undecided",
-    "not_judged": "not judged",
-    "pass": "holds",
-}
+#: adapter, no audit query), not a finding
+NOT_JUDGED = _model.NOT_JUDGED
+LOOKS = looks.LOOKS
+LOOK_WORD = looks.LOOK_WORD
 
 
 def look(inv: Mapping[str, Any]) -> str:
-    """``fail``, ``undecided``, ``not_judged`` or ``pass``: what a result means to a reader.
-
-    report.json has three statuses; an *unknown* whose summary starts ``[not judged]`` is a
-    check the system gave nothing to judge by, which is neither a failure nor an undecided
-    case (``harness.engine.outcome`` ignores it for the exit status, so the reports must too)."""
-    status = inv.get("status")
-    if status == "fail":
-        return "fail"
-    if status == "unknown":
-        return "not_judged" if str(inv.get("summary", "")).startswith(NOT_JUDGED) else "undecided"
-    return "pass"
+    """``fail``, ``undecided``, ``not_judged`` or ``pass``: what a result means to a reader
+    (one rule for every route: ``harness.invariants.looks``)."""
+    return looks.look(inv)
 
 
 def reason(inv: Mapping[str, Any]) -> str:
