@@ -103,6 +103,8 @@ class _Tally:
     cases: int = 0
     failed_cases: int = 0
     report_dirs: list[Path] = field(default_factory=list)
+    #: every case's invariant results (report JSON form, no evidence): what was judged
+    judged_cases: list[dict[str, Any]] = field(default_factory=list)
 
 
 OPTIONS_KEY = pytest.StashKey[CrashOptions]()
@@ -226,14 +228,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     return result
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    tally = config.stash.get(_TALLY_KEY, None)
-    if tally is None or tally.campaigns == 0:
-        return
+def tally_line(tally: _Tally) -> str:
+    """The session's one line: campaigns, cases, failures, and how many invariants were
+    judged (a green session over checks the system gave nothing to judge by says so)."""
+    from harness.invariants import looks
+
     line = (
         f"crash-harness: {tally.campaigns} campaign(s), {tally.cases} case(s), "
         f"{tally.failed_cases} failed"
     )
+    if tally.judged_cases:
+        line += "; " + looks.judged(tally.judged_cases).sentence()
+    return line
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    tally = config.stash.get(_TALLY_KEY, None)
+    if tally is None or tally.campaigns == 0:
+        return
+    line = tally_line(tally)
     opts = config.stash[OPTIONS_KEY]
     if opts.report_dir is not None and tally.report_dirs:
         line += f"; reports under {opts.report_dir}"
@@ -544,6 +557,11 @@ class CrashCampaign:
         tally.campaigns += 1
         tally.cases += len(result.cases)
         tally.failed_cases += sum(1 for c in result.cases if c.verdict.value == "fail")
+        tally.judged_cases += [
+            {"invariants": {n: {"status": r.status.value, "summary": r.summary}}}
+            for c in result.cases
+            for n, r in c.invariants.items()
+        ]
         return result
 
     def _skipped_shard(self, settings: Any, why: str) -> CampaignResult:
@@ -744,8 +762,14 @@ def judge(
     if blind:
         lines.append("")
         lines.append(
-            "not judged (the system's ledger adapter cannot give what they read): "
-            + ", ".join(n for n in CHECKERS if n in blind)
+            "judged: "
+            + looks.judged(
+                (
+                    {"invariants": {n: r.to_json() for n, r in c.invariants.items()}}
+                    for c in result.cases
+                ),
+                names,
+            ).sentence()
         )
     if tail:
         lines.append("")

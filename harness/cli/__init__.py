@@ -417,6 +417,7 @@ def certify(
         sys.exit(ExitStatus.INTERNAL_ERROR)
 
     from harness.engine.outcome import Expectation, judge
+    from harness.invariants import looks
 
     paths = live.paths
     summary = data["summary"]
@@ -433,6 +434,7 @@ def certify(
     )
     if summary["invariants_violated"]:
         click.echo("invariants violated: " + ", ".join(summary["invariants_violated"]))
+    click.echo("judged: " + looks.judged(data["cases"]).sentence())
     if summary["boundaries_uncovered"]:
         click.echo("never reached: " + ", ".join(summary["boundaries_uncovered"]))
     echo_gaps(outcome.gaps)

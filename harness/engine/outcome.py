@@ -141,12 +141,16 @@ def judge(report: Mapping[str, Any], expect: Expectation | None = None) -> Outco
             status = ExitStatus.INCONCLUSIVE
             messages.append(f"{not_run} planned case(s) not run" if not_run else "partial report")
     judged = len(cases) - len(unlanded)
+    seen = looks.judged(cases, held)
     if status is ExitStatus.PASSED and expect.violation is None:
+        every = "every judged invariant" if seen.not_judged else "every invariant"
         messages.append(
-            "every expected invariant holds"
+            f"{every.replace('invariant', 'expected invariant')} holds"
             if held is not None
-            else f"all {judged} case(s) hold every invariant"
+            else f"all {judged} case(s) hold {every}"
         )
+    if seen.not_judged and expect.violation is None:
+        messages.append(seen.sentence())
     if unlanded:
         messages.append(f"{len(unlanded)} drawn schedule(s) did not land (not counted as passes)")
     return Outcome(status, "; ".join(messages), gaps, undecided, unlanded)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,9 +37,13 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
         if s.get("flaky"):  # it failed, then passed on a rerun: no verdict either way
             why.append(f"{s['flaky']} of {s['cases']} case(s) flaky (failed, then passed on rerun)")
         return "unknown", f"inconclusive: {'; '.join(why)}{partial}"
+    every = "every invariant"
+    seen = looks.judged(report.get("cases", []))
+    if seen.not_judged:
+        every = f"every judged invariant ({len(seen.judged)} of {seen.total} judged)"
     if report.get("partial"):
-        return "partial", f"all {s['cases']} case(s) run so far hold every invariant"
-    return "pass", f"all {s['cases']} case(s) hold every invariant"
+        return "partial", f"all {s['cases']} case(s) run so far hold {every}"
+    return "pass", f"all {s['cases']} case(s) hold {every}"
 
 
 def partial_note(report: Mapping[str, Any]) -> str | None:
@@ -152,10 +155,7 @@ def look(inv: Mapping[str, Any]) -> str:
 
 def reason(inv: Mapping[str, Any]) -> str:
     """The summary without the ``[not judged]`` tag the look already says."""
-    text = str(inv.get("summary", ""))
-    if text.startswith(NOT_JUDGED):
-        text = text[len(NOT_JUDGED) :].strip()
-    return text
+    return looks.reason(str(inv.get("summary", "")))
 
 
 def by_look(case: Mapping[str, Any]) -> dict[str, list[tuple[str, Mapping[str, Any]]]]:
@@ -171,18 +171,20 @@ def failed_names(case: Mapping[str, Any]) -> list[str]:
     return [n for n, inv in case["invariants"].items() if look(inv) == "fail"]
 
 
-#: a not-judged reason names the ledger part first ("ledger audit: why"); grouped by the why
-_PART = re.compile(r"^ledger [a-z ]+: ")
-
-
 def not_judged_groups(case: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     """``(why, names)`` for the not-judged invariants, one entry per distinct why: a system
     without a ledger adapter leaves seven checks blind for one reason, said once."""
     groups: dict[str, list[str]] = {}
     for name, inv in case["invariants"].items():
         if look(inv) == "not_judged":
-            groups.setdefault(_PART.sub("", reason(inv)) or "no evidence", []).append(name)
+            groups.setdefault(looks.why_not_judged(str(inv.get("summary", ""))), []).append(name)
     return list(groups.items())
+
+
+def judged_sentence(report: Mapping[str, Any]) -> str:
+    """How many invariants the report judged and why the rest were not (every format says
+    it, so a pass over checks the system gave nothing to judge by never reads as complete)."""
+    return looks.judged(report.get("cases", [])).sentence()
 
 
 def title_parts(case: Mapping[str, Any]) -> list[tuple[str, str]]:

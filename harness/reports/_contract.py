@@ -268,7 +268,7 @@ def summary_of(
     plan: Sequence[str],
     full: bool,
 ) -> dict[str, Any]:
-    from harness.invariants import CHECKERS
+    from harness.invariants import CHECKERS, looks
 
     verdicts = [c["verdict"] for c in cases]
     violated = sorted(  # a flaky case's failure did not repeat: no violation on its word
@@ -306,6 +306,7 @@ def summary_of(
         "boundaries_uncovered": uncovered,
         "invariants_checked": checked,
         "invariants_violated": violated,
+        **looks.judged(cases).to_json(),
     }
 
 

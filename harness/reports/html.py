@@ -27,6 +27,7 @@ from harness.reports._common import (
     effects_line,
     headline,
     invariant_names,
+    judged_sentence,
     look,
     lost,
     lost_sentence,
@@ -138,6 +139,7 @@ def render_html(
     if note:
         parts.append(f'<div class="partial-note"><b>⏸ {_md_code(note)}</b></div>')
     parts.append(f'<div class="banner {level}">{escape(sentence)}</div>')
+    parts.append(f'<p class="judged">Judged: {escape(judged_sentence(report))}</p>')
     parts.append(_meta(report))
     left = straggler_lines(report)
     if left:

@@ -29,6 +29,7 @@ from harness.reports._common import (
     duplicated_destinations,
     duplicates,
     effects_line,
+    judged_sentence,
     lost,
     lost_sentence,
     not_judged_groups,
@@ -60,6 +61,7 @@ def render_junit(report: Mapping[str, Any]) -> str:
         if report.get(key) is not None:
             ET.SubElement(props, "property", name=key, value=str(report[key]))
     ET.SubElement(props, "property", name="version", value=str(report["tool"]["version"]))
+    ET.SubElement(props, "property", name="judged", value=judged_sentence(report))
     left = straggler_lines(report)
     if left:
         ET.SubElement(props, "property", name="stragglers", value=str(len(left)))

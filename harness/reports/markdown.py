@@ -20,6 +20,7 @@ from harness.reports._common import (
     effects_line,
     headline,
     invariant_names,
+    judged_sentence,
     look,
     lost,
     lost_sentence,
@@ -52,7 +53,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     note = partial_note(report)
     if note:
         lines += [f"> ⏸️ **{note}**", ""]
-    lines += [f"{_ICON[level]} **{sentence}**", ""]
+    lines += [f"{_ICON[level]} **{sentence}**", "", f"Judged: {judged_sentence(report)}", ""]
     if s["invariants_violated"]:
         lines += [
             "Invariants violated: " + ", ".join(f"`{n}`" for n in s["invariants_violated"]),
