@@ -613,11 +613,14 @@ def _compact(evidence: Any) -> str:
 
 def _case_lines(case: CaseResult, names: Iterable[str]) -> Iterator[str]:
     yield f"{case.verdict.value.upper()} {case.spec.id}"
-    from harness.invariants import looks
+    from harness.invariants import fixes, looks
 
     for name in names:
         check = case.invariants[name]
         yield f"  {name} ({looks.LOOK_WORD[looks.look(check)]}): {check.summary}"
+        said = fixes.fix_line(name) if looks.look(check) == "fail" else None
+        if said:
+            yield f"    {said}"
         if check.evidence:
             yield f"    evidence: {_compact(check.evidence)}"
     for worker in case.workers:

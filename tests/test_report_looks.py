@@ -22,6 +22,7 @@ import pytest
 
 from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
 from harness.engine.outcome import Expectation, judge
+from harness.invariants import fixes
 from harness.pytest_plugin import _Tally, tally_line
 from harness.reports import (
     load_report,
@@ -377,3 +378,26 @@ def test_a_pass_with_every_invariant_judged_says_so(outbox: dict[str, Any]) -> N
     assert headline(data) == ("pass", "all 1 case(s) hold every invariant")
     assert f"Judged: all {total} invariant(s) judged" in render_markdown(data)
     assert data["summary"]["invariants_not_judged"] == []
+
+
+# -- a failure says its usual fix (#26 item 11) -------------------------------------------------
+
+
+def test_every_format_says_the_fix_of_a_failed_invariant(loses: dict[str, Any]) -> None:
+    """``no_silent_loss`` fails: its fix line and its docs link are in the JSON summary, the
+    Markdown and HTML lists and the JUnit failure text."""
+    name = "no_silent_loss"
+    assert name in loses["summary"]["invariants_violated"]
+    fix, link = fixes.FIXES[name], fixes.link(name)
+    assert loses["summary"]["fixes"][name] == {"fix": fix, "doc": link}
+    assert schema_errors(loses) == []
+    md = render_markdown(loses)
+    assert f"  - fix: {fix} ([{link}]({link}))" in md
+    html = render_html(loses)
+    (item,) = [i for i in re.findall(r'<li class="fail">(.*?)</li>', html, re.DOTALL) if name in i]
+    assert f'<a href="{link}">' in item
+    suite = ET.fromstring(render_junit(loses)).find("testsuite")
+    assert suite is not None
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert fixes.fix_line(name) in (failure.text or "")

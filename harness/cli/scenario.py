@@ -71,12 +71,17 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     for a case that did not pass the workers' stack dumps and the replay command."""
     from harness.cli._echo import counted, mark_of
     from harness.engine import _secrets
+    from harness.invariants import fixes, looks
 
     mark = mark_of(case.verdict.value)
     extra = looks_text(case.invariants)
     _style.echo(
         f"  {mark} {case.spec.id:<{width}} {case.duration_s:6.2f}s{counted(counter)}{extra}"
     )
+    for name in looks.grouped(case.invariants)["fail"]:
+        said = fixes.fix_line(name)
+        if said:
+            _style.echo(f"       {name} {said}")
     for note in case.notes:
         click.echo(f"       note: {_secrets.scrub(note)}")
     for w in case.workers:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from html import escape
 from typing import Any
 
+from harness.invariants import fixes
 from harness.reports._common import (
     LOOK_WORD,
     by_look,
@@ -84,6 +85,8 @@ td.cell.not_judged a { color: var(--notjudged-ink); }
 li.fail b.look { color: var(--fail); }
 li.undecided b.look { color: #f57f17; }
 li.not_judged, li.not_judged b.look { color: var(--notjudged-ink); }
+li.fail div.fix { color: var(--ink); margin-top: 2px; }
+p.judged { margin: 4px 0 10px; }
 li.dups b, li.lost b { color: var(--fail); }
 .muted { color: var(--notjudged-ink); }
 span.gap { background: #6a1b9a; }
@@ -388,6 +391,15 @@ def _case(
     return "\n".join(out)
 
 
+def _fix(name: str) -> str:
+    """The usual fix of a failed invariant and where the docs say more (empty if none)."""
+    fix = fixes.FIXES.get(name)
+    if not fix:
+        return ""
+    where = escape(fixes.link(name))
+    return f'<div class="fix">fix: {escape(fix)} (<a href="{where}">{where}</a>)</div>'
+
+
 def _looks(case: Mapping[str, Any]) -> list[str]:
     """The case's invariants that did not hold, one look each: failed (red ✗), undecided
     (yellow, with why), and not judged (grey, one line per reason), so seven blind spots of
@@ -395,7 +407,7 @@ def _looks(case: Mapping[str, Any]) -> list[str]:
     groups = by_look(case)
     out = [
         f'<li class="fail"><b class="look">✗ failed</b> <b>{escape(name)}</b>: '
-        f"{escape(reason(inv))}</li>"
+        f"{escape(reason(inv))}{_fix(name)}</li>"
         for name, inv in groups["fail"]
     ]
     out += [

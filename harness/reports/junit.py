@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
+from harness.invariants import fixes
 from harness.reports._common import (
     by_look,
     case_straggler_lines,
@@ -193,6 +194,9 @@ def _evidence_text(
     lines = []
     for name, r in failed.items():
         lines.append(f"{name} (fail): {r['summary']}")
+        said = fixes.fix_line(name)
+        if said:
+            lines.append(said)
         lines.append(f"evidence: {compact(r['evidence'], limit=EVIDENCE_CHARS)}")
     for name, r in unknown.items():
         lines.append(f"{name} (undecided): {reason(r)}")

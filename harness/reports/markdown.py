@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.invariants import fixes
 from harness.reports._common import (
     LOOK_SYMBOL,
     SYMBOL,
@@ -127,7 +128,10 @@ def _matrix(report: Mapping[str, Any]) -> list[str]:
 def _case(case: Mapping[str, Any]) -> list[str]:
     lines = [f"### {SYMBOL[case['verdict']]} `{case['id']}`: {case['verdict']}", ""]
     groups = by_look(case)
-    lines += [f"- ❌ failed **{name}**: {reason(inv)}" for name, inv in groups["fail"]]
+    for name, inv in groups["fail"]:
+        lines.append(f"- ❌ failed **{name}**: {reason(inv)}")
+        if name in fixes.FIXES:
+            lines.append(f"  - fix: {fixes.FIXES[name]} ([{fixes.link(name)}]({fixes.link(name)}))")
     lines += [f"- ⚠️ undecided **{name}**: {reason(inv)}" for name, inv in groups["undecided"]]
     lines += [
         f"- ⚪ not judged: {why}: " + ", ".join(f"`{n}`" for n in names)
