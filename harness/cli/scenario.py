@@ -197,6 +197,7 @@ def _execute(
     determinism: int = 0,
     set_words: tuple[str, ...] = (),
 ) -> None:
+    from harness.engine import recovery
     from harness.engine import scenario as scenario_mod
     from harness.engine.campaign import (
         Campaign,
@@ -279,6 +280,17 @@ def _execute(
                 settings.cases = [r.spec for r in results]  # the report's plan is what ran
             else:
                 result.cases.extend(run_cases(campaign, cases, jobs=jobs, on_case=on_case))
+                if mode == "certify" and shard_info is None:
+                    # the seeded sample of crashes during recovery every certify runs
+                    more, record = recovery.run_sample(
+                        campaign,
+                        result.cases,
+                        on_plan=lambda ids: progress.plan(len(ids)),
+                        on_case=on_case,
+                    )
+                    result.cases.extend(more)
+                    settings.cases = [*cases, *(r.spec for r in more)]
+                    result.extra["recovery_sample"] = record
             if determinism:
                 sample = rerun_sample(campaign, result.cases, size=determinism, seed=settings.seed)
                 result.extra["determinism"] = sample
@@ -292,6 +304,7 @@ def _execute(
     progress.close()
     from harness import report
     from harness.cli._echo import echo_gaps
+    from harness.reports._common import recovery_sentence
 
     outcome, data = judge_report(scenario, result, mode)
     if "sweep" in result.extra:
@@ -301,6 +314,9 @@ def _execute(
             f"sweep coverage{where}: {cov['pairs_covered']}/{cov['pairs_expected']}"
             f" (boundary, hit) pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
         )
+    said = recovery_sentence(data)
+    if said:
+        click.echo(said)
     if "determinism" in result.extra:
         sample = result.extra["determinism"]
         agree = sum(1 for s in sample if s["agree"])

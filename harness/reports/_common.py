@@ -46,6 +46,19 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
     return "pass", f"all {s['cases']} case(s) hold {every}"
 
 
+def recovery_sentence(report: Mapping[str, Any]) -> str | None:
+    """What a certify's seeded sample of crashes during recovery was (``recovery_sample``,
+    ``harness.engine.recovery``); None for a campaign that ran none."""
+    record = report.get("recovery_sample")
+    if not isinstance(record, Mapping):
+        return None
+    return (
+        f"crash during recovery (depth 2): {record['planned']} of {record['possible']}"
+        f" possible schedule(s) sampled with seed {record['seed']}, {record['landed']} landed;"
+        " a sweep with --depth 2 runs every one"
+    )
+
+
 def partial_note(report: Mapping[str, Any]) -> str | None:
     """The sentence that says a report is partial, and how to finish it; None if complete."""
     if not report.get("partial"):

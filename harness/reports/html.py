@@ -36,6 +36,7 @@ from harness.reports._common import (
     not_passing,
     partial_note,
     reason,
+    recovery_sentence,
     repeat_because,
     straggler_lines,
     title_parts,
@@ -143,6 +144,9 @@ def render_html(
         parts.append(f'<div class="partial-note"><b>⏸ {_md_code(note)}</b></div>')
     parts.append(f'<div class="banner {level}">{escape(sentence)}</div>')
     parts.append(f'<p class="judged">Judged: {escape(judged_sentence(report))}</p>')
+    recovered = recovery_sentence(report)
+    if recovered:
+        parts.append(f'<p class="judged">{escape(recovered[:1].upper() + recovered[1:])}</p>')
     parts.append(_meta(report))
     left = straggler_lines(report)
     if left:

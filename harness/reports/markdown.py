@@ -29,6 +29,7 @@ from harness.reports._common import (
     not_passing,
     partial_note,
     reason,
+    recovery_sentence,
     repeat_sentence,
     straggler_lines,
     workers_line,
@@ -55,6 +56,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if note:
         lines += [f"> ⏸️ **{note}**", ""]
     lines += [f"{_ICON[level]} **{sentence}**", "", f"Judged: {judged_sentence(report)}", ""]
+    recovered = recovery_sentence(report)
+    if recovered:
+        lines += [recovered[:1].upper() + recovered[1:], ""]
     if s["invariants_violated"]:
         lines += [
             "Invariants violated: " + ", ".join(f"`{n}`" for n in s["invariants_violated"]),
