@@ -25,13 +25,14 @@ from functools import partial
 from pathlib import Path
 from typing import TypedDict
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
 from harness.engine import _jobpipe
+from harness.engine._landings import Landings
 from harness.engine.campaign import Campaign, CaseResult
 from harness.engine.schedule import CaseSpec, Step
 from harness.faults.clock_jump import RETENTION_JUMPS, cleanup_boundaries
@@ -197,9 +198,15 @@ def _search(
     outcome = ExploreResult()
     boundaries = campaign.settings.system.boundaries
     failing: list[CaseResult] = []
+    landings = Landings()
 
     def check(case: CaseSpec) -> None:
+        may_land = landings.may_land(case)
+        if not may_land:
+            landings.skipped += 1
+        assume(may_land)  # a step of it would not land: draw another in its place
         result = campaign.run(case)
+        landings.learn(result)
         outcome.tried.append(result)
         if on_case is not None:
             on_case(result)
