@@ -103,6 +103,8 @@ class _Tally:
     cases: int = 0
     failed_cases: int = 0
     report_dirs: list[Path] = field(default_factory=list)
+    #: every case's invariant results (report JSON form, no evidence): what was judged
+    judged_cases: list[dict[str, Any]] = field(default_factory=list)
 
 
 OPTIONS_KEY = pytest.StashKey[CrashOptions]()
@@ -226,14 +228,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     return result
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    tally = config.stash.get(_TALLY_KEY, None)
-    if tally is None or tally.campaigns == 0:
-        return
+def tally_line(tally: _Tally) -> str:
+    """The session's one line: campaigns, cases, failures, and how many invariants were
+    judged (a green session over checks the system gave nothing to judge by says so)."""
+    from harness.invariants import looks
+
     line = (
         f"crash-harness: {tally.campaigns} campaign(s), {tally.cases} case(s), "
         f"{tally.failed_cases} failed"
     )
+    if tally.judged_cases:
+        line += "; " + looks.judged(tally.judged_cases).sentence()
+    return line
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    tally = config.stash.get(_TALLY_KEY, None)
+    if tally is None or tally.campaigns == 0:
+        return
+    line = tally_line(tally)
     opts = config.stash[OPTIONS_KEY]
     if opts.report_dir is not None and tally.report_dirs:
         line += f"; reports under {opts.report_dir}"
@@ -544,6 +557,11 @@ class CrashCampaign:
         tally.campaigns += 1
         tally.cases += len(result.cases)
         tally.failed_cases += sum(1 for c in result.cases if c.verdict.value == "fail")
+        tally.judged_cases += [
+            {"invariants": {n: {"status": r.status.value, "summary": r.summary}}}
+            for c in result.cases
+            for n, r in c.invariants.items()
+        ]
         return result
 
     def _skipped_shard(self, settings: Any, why: str) -> CampaignResult:
@@ -595,9 +613,14 @@ def _compact(evidence: Any) -> str:
 
 def _case_lines(case: CaseResult, names: Iterable[str]) -> Iterator[str]:
     yield f"{case.verdict.value.upper()} {case.spec.id}"
+    from harness.invariants import fixes, looks
+
     for name in names:
         check = case.invariants[name]
-        yield f"  {name}: {check.summary}"
+        yield f"  {name} ({looks.LOOK_WORD[looks.look(check)]}): {check.summary}"
+        said = fixes.fix_line(name) if looks.look(check) == "fail" else None
+        if said:
+            yield f"    {said}"
         if check.evidence:
             yield f"    evidence: {_compact(check.evidence)}"
     for worker in case.workers:
@@ -641,8 +664,7 @@ def judge(
 
     ``hold`` and ``expect_violation`` default to what the scenario says, if one was run.
     """
-    from harness.invariants import CHECKERS, Status
-    from harness.usersystem import not_judged
+    from harness.invariants import CHECKERS, Status, looks
 
     info: dict[str, Any] = result.extra.get("pytest", {})
     if hold is None and expect_violation is None:
@@ -700,9 +722,9 @@ def judge(
         wrong = []
         for name in names:
             check = case.invariants.get(name)
-            if check is None or check.status is Status.PASS:
+            if check is None or looks.look(check) == "pass":
                 continue
-            if not_judged(check):
+            if looks.look(check) == "not_judged":
                 blind.add(name)
                 continue
             wrong.append(name)
@@ -743,8 +765,14 @@ def judge(
     if blind:
         lines.append("")
         lines.append(
-            "not judged (the system's ledger adapter cannot give what they read): "
-            + ", ".join(n for n in CHECKERS if n in blind)
+            "judged: "
+            + looks.judged(
+                (
+                    {"invariants": {n: r.to_json() for n, r in c.invariants.items()}}
+                    for c in result.cases
+                ),
+                names,
+            ).sentence()
         )
     if tail:
         lines.append("")

@@ -44,7 +44,7 @@ from harness.engine._boundary import boundary, note
 from harness.errors import BadInputError, SystemDefinitionError
 from harness.identities import delivery_id_for, idempotency_key_for, recognizer_for
 from harness.intake import RosterEntry, RunRequest, create_intake_tables
-from harness.invariants import CheckResult, Status
+from harness.invariants import CheckResult
 from harness.names import DELIVERY_STATES
 from harness.snapshot import (
     AuditRow,
@@ -524,7 +524,9 @@ class _LedgerReader:
 def not_judged(check: CheckResult) -> bool:
     """Whether a checker answered *unknown* only because the system's ledger adapter cannot
     give what it reads (no adapter, or no audit query): not a finding, a blind spot."""
-    return check.status is Status.UNKNOWN and NOT_JUDGED in check.summary
+    from harness.invariants import looks
+
+    return looks.look(check) == "not_judged"
 
 
 #: what ``simple_system(intent=...)`` takes: a query selecting ``run_id, destination``, or a

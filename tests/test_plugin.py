@@ -76,7 +76,9 @@ def test_sweep_marker_passes_on_the_reference(pytester: pytest.Pytester) -> None
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["crash-harness: 1 campaign(s), * case(s), 0 failed"])
+    result.stdout.fnmatch_lines(
+        ["crash-harness: 1 campaign(s), * case(s), 0 failed; all * invariant(s) judged"]
+    )
 
 
 def test_sweep_marker_fails_on_a_mutant_with_invariant_and_replay(
@@ -100,7 +102,9 @@ def test_sweep_marker_fails_on_a_mutant_with_invariant_and_replay(
             " seed 4, sqlite): * case(s) failed",
             "broken: *no_restart_duplicates (in * cases)*",
             "FAIL crash@*",
-            "  no_restart_duplicates: a restarted worker created a second delivery item*",
+            "  no_restart_duplicates (failed): a restarted worker created a second delivery item*",
+            "    fix: create delivery rows in the transaction that commits the run*"
+            "(docs/invariants.md#no_restart_duplicates)",
             "    evidence: {*",
             # the marker's runs=/destinations_per_topic= travel with the case
             "  replay: crash-harness certify --system mutant:transcript_rebuild --set *"

@@ -10,6 +10,7 @@ one that commits and never delivers (``no_silent_loss`` *failed*, a lost destina
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -20,7 +21,18 @@ from typing import Any
 import pytest
 
 from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
-from harness.reports import load_report, render_html, render_junit, render_markdown, write_reports
+from harness.engine.outcome import Expectation, judge
+from harness.invariants import fixes
+from harness.pytest_plugin import _Tally, tally_line
+from harness.reports import (
+    load_report,
+    render_html,
+    render_junit,
+    render_markdown,
+    summary_of,
+    write_reports,
+)
+from harness.reports._common import headline
 from harness.reports._contract import schema_errors
 from harness.systems import System
 from tests import _systems
@@ -298,3 +310,94 @@ def test_a_lost_delivery_names_the_destination_that_never_got_it(loses: dict[str
         said = f"{row['destination']} (run {row['run_id']}) never got its effect"
         assert f"- lost: {said}" in md
         assert f'<li class="lost"><b>lost</b>: {said}' in html
+
+
+# -- a pass says how many invariants it judged (#26 item 9) -------------------------------------
+
+
+def _baseline_only(report: dict[str, Any]) -> dict[str, Any]:
+    """The outbox report cut to its passing baseline: a pass with 7 blind spots."""
+    data = copy.deepcopy(report)
+    data["cases"] = [_case(report, "baseline")]
+    data["plan"]["cases"] = ["baseline"]
+    data["summary"] = summary_of(data["cases"], [], plan=["baseline"], full=False)
+    return data
+
+
+def test_a_pass_with_blind_spots_says_how_many_invariants_were_judged(
+    outbox: dict[str, Any],
+) -> None:
+    """'all 1 case(s) hold every invariant' was said of a system with no ledger adapter
+    while 7 of 13 invariants were never judged: every format now says 6 of 13, and why."""
+    data = _baseline_only(outbox)
+    blind = _not_judged(data["cases"][0])
+    total = len(data["cases"][0]["invariants"])
+    said = f"{total - len(blind)} of {total} invariant(s) judged; not judged: "
+
+    outcome = judge(data, Expectation())
+    assert outcome.passed
+    assert "hold every judged invariant" in outcome.message
+    assert said in outcome.message
+    assert "has no ledger adapter" in outcome.message
+
+    (not_judged,) = data["summary"]["invariants_not_judged"]
+    assert not_judged["invariants"] == blind
+    assert "has no ledger adapter" in not_judged["why"]
+    assert len(data["summary"]["invariants_judged"]) == total - len(blind)
+    assert schema_errors(data) == []
+
+    level, sentence = headline(data)
+    assert level == "pass"
+    assert sentence.endswith(f"every judged invariant ({total - len(blind)} of {total} judged)")
+    md = render_markdown(data)
+    assert "hold every invariant" not in md
+    (line,) = [x for x in md.splitlines() if x.startswith("Judged: ")]
+    assert said in line
+    assert all(n in line for n in blind)
+    html = render_html(data)
+    assert "hold every invariant" not in html
+    assert f'<p class="judged">Judged: {said}' in html
+    suite = ET.fromstring(render_junit(data)).find("testsuite")
+    assert suite is not None
+    prop = suite.find("properties/property[@name='judged']")
+    assert prop is not None
+    assert said in (prop.get("value") or "")
+
+    tally = _Tally(campaigns=1, cases=1, judged_cases=data["cases"])
+    assert said in tally_line(tally)
+
+
+def test_a_pass_with_every_invariant_judged_says_so(outbox: dict[str, Any]) -> None:
+    data = _baseline_only(outbox)
+    for inv in data["cases"][0]["invariants"].values():
+        inv.update(status="pass", summary="holds")
+    data["summary"] = summary_of(data["cases"], [], plan=["baseline"], full=False)
+    total = len(data["cases"][0]["invariants"])
+    outcome = judge(data, Expectation())
+    assert outcome.message == "all 1 case(s) hold every invariant"
+    assert headline(data) == ("pass", "all 1 case(s) hold every invariant")
+    assert f"Judged: all {total} invariant(s) judged" in render_markdown(data)
+    assert data["summary"]["invariants_not_judged"] == []
+
+
+# -- a failure says its usual fix (#26 item 11) -------------------------------------------------
+
+
+def test_every_format_says_the_fix_of_a_failed_invariant(loses: dict[str, Any]) -> None:
+    """``no_silent_loss`` fails: its fix line and its docs link are in the JSON summary, the
+    Markdown and HTML lists and the JUnit failure text."""
+    name = "no_silent_loss"
+    assert name in loses["summary"]["invariants_violated"]
+    fix, link = fixes.FIXES[name], fixes.link(name)
+    assert loses["summary"]["fixes"][name] == {"fix": fix, "doc": link}
+    assert schema_errors(loses) == []
+    md = render_markdown(loses)
+    assert f"  - fix: {fix} ([{link}]({link}))" in md
+    html = render_html(loses)
+    (item,) = [i for i in re.findall(r'<li class="fail">(.*?)</li>', html, re.DOTALL) if name in i]
+    assert f'<a href="{link}">' in item
+    suite = ET.fromstring(render_junit(loses)).find("testsuite")
+    assert suite is not None
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert fixes.fix_line(name) in (failure.text or "")

@@ -163,3 +163,44 @@ def test_a_respelling_with_nothing_left_to_respell_did_not_land(tmp_path: Path) 
     assert first.landing.value == "landed", first
     assert second.landing.value == "unconfirmed", second
     assert "found nothing to change" in second.detail
+
+
+# -- on every surface the reference speaks (#26 item 6) -----------------------------------------
+
+#: re-spelling variants: another spelling in place of a destination, or beside it
+RESPELLINGS = [a for a in ARGS if a.startswith(("respell_", "dup_"))]
+
+
+def test_built_in_scenarios_re_spell_on_every_surface_the_reference_speaks() -> None:
+    """Not only on payments: a built-in runs every re-spelling on each surface with a normal
+    form the reference speaks (webhook has one, but no shipped system speaks it)."""
+    from harness.engine import scenario as scenario_mod
+
+    reached: dict[str, set[str]] = {}
+    for path in scenario_mod.builtin_paths():
+        scenario = scenario_mod.load(path)
+        preset = scenario.campaign_fields().get("provider_preset", "payments")
+        for spec in scenario.cases:
+            for step in spec.steps:
+                if step.fault == "roster_change" and step.arg in RESPELLINGS:
+                    reached.setdefault(preset, set()).add(step.arg)
+    speaks = resolve("reference").speaks or ()
+    assert {"payments", "smtp", "chat", "queue-fifo"} <= set(speaks)
+    for preset in speaks:
+        assert reached.get(preset) == set(RESPELLINGS), preset
+
+
+@pytest.mark.parametrize("arg", ["respell_nfd", "dup_nfd"])
+def test_the_reference_writes_to_a_non_ascii_mailbox_over_smtputf8(
+    arg: str, tmp_path: Path
+) -> None:
+    """The NFD variants give a mailbox an accented name: the reference sent it with
+    SMTPUTF8 (it used to die on smtplib's ASCII RCPT) and reached every person once."""
+    result = _run(
+        "reference", f"roster_change@after_result_commit#1:{arg}", tmp_path, provider_preset="smtp"
+    )
+    failed = {n: r.summary for n, r in result.invariants.items() if r.status is not Status.PASS}
+    assert result.verdict is Status.PASS, (failed, result.notes)
+    assert result.accepted == result.intended
+    (change,) = _changes(result)
+    assert any(not r["to"].isascii() for r in change["respelled"])

@@ -124,6 +124,8 @@ class Smtp(Preset):
                 authenticator=self._authenticate,
                 auth_required=True,
                 auth_require_tls=False,
+                # internationalised mailboxes (RFC 6531), as real mail providers take them
+                enable_SMTPUTF8=True,
                 loop=loop,
             )
 

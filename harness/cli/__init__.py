@@ -11,8 +11,10 @@ import secrets
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -267,7 +269,8 @@ def certify(
     keep_workdir: bool,
     resume_path: Path | None,
 ) -> None:
-    """Crash the system once at every boundary (plus a baseline) and check every invariant.
+    """Crash the system once at every boundary (plus a baseline), then a seeded sample of
+    three crashes during recovery (depth 2), and check every invariant.
 
     The reports are rewritten after every case, so an interrupted campaign leaves a valid
     partial report that ``--resume`` continues.
@@ -289,7 +292,6 @@ def certify(
         CaseSpec,
         default_cases,
         discover_boundaries,
-        run_campaign,
         validate_cases,
     )
     from harness.invariants import Status
@@ -408,11 +410,20 @@ def certify(
             with progress.above():
                 print_case(case, progress.counter(), width=38)  # one look on every route
 
+        def plan_more(ids: list[str]) -> None:
+            assert live is not None
+            progress.plan(len(ids))
+            live.plan.extend(ids)  # a resume runs what is left of them
+
         all_passed = True
         if cases is None or cases:
-            result = run_campaign(settings, on_case=show)
+            result = _run_certify(
+                settings, planned, sample=cases is None, plan_more=plan_more, on_case=show
+            )
             all_passed = all(c.verdict is Status.PASS for c in result.cases)
             live.determinism += determinism_of(result)
+            if "recovery_sample" in result.extra:
+                live.extra["recovery_sample"] = result.extra["recovery_sample"]
         if all_passed and not keep_workdir:
             shutil.rmtree(settings.workdir, ignore_errors=True)
             live.workdir = None
@@ -437,6 +448,8 @@ def certify(
         sys.exit(ExitStatus.INTERNAL_ERROR)
 
     from harness.engine.outcome import Expectation, judge
+    from harness.invariants import looks
+    from harness.reports._common import recovery_sentence
 
     paths = live.paths
     summary = data["summary"]
@@ -453,6 +466,10 @@ def certify(
     )
     if summary["invariants_violated"]:
         click.echo("invariants violated: " + ", ".join(summary["invariants_violated"]))
+    click.echo("judged: " + looks.judged(data["cases"]).sentence())
+    said = recovery_sentence(data)
+    if said:
+        click.echo(said)
     if summary["boundaries_uncovered"]:
         click.echo("never reached: " + ", ".join(summary["boundaries_uncovered"]))
     echo_gaps(outcome.gaps)
@@ -461,6 +478,32 @@ def certify(
     click.echo(f"report: {paths['json']} and {paths['md']}")
     click.echo(f"also: {paths['junit']} (JUnit) and {paths['html']}")
     sys.exit(outcome.status)
+
+
+def _run_certify(
+    settings: Any,
+    planned: list[Any],
+    *,
+    sample: bool,
+    plan_more: Callable[[list[str]], None],
+    on_case: Callable[[Any], None],
+) -> Any:
+    """The planned cases, then (for the default plan) the seeded sample of crashes during
+    recovery (``harness.engine.recovery``), all against one provider and supervisor."""
+    from harness.engine import recovery
+    from harness.engine.campaign import Campaign, CampaignResult, finish_campaign
+    from harness.engine.parallel import run_cases
+
+    with Campaign(settings) as campaign:
+        result = CampaignResult(settings=settings, workdir=campaign.workdir)
+        result.cases.extend(run_cases(campaign, planned, jobs=settings.jobs, on_case=on_case))
+        if sample:
+            more, record = recovery.run_sample(
+                campaign, result.cases, on_plan=plan_more, on_case=on_case
+            )
+            result.cases.extend(more)
+            result.extra["recovery_sample"] = record
+    return finish_campaign(result, campaign)
 
 
 @main.command()

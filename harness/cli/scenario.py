@@ -15,7 +15,6 @@ from harness.cli import _values as _cli_values
 from harness.engine import _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
-from harness.invariants._model import NOT_JUDGED
 
 
 def _settings(
@@ -52,22 +51,37 @@ def _said_it_raised(notes: list[str], worker: str) -> bool:
     return any(n.startswith(f"worker {worker} raised ") for n in notes)
 
 
+def looks_text(results: Any) -> str:
+    """What a case line adds after its duration: the failed invariants by name, then the
+    undecided ones marked as such (one rule with the reports: ``harness.invariants.looks``);
+    empty when nothing failed or was undecided. A not-judged check is no finding: not named."""
+    from harness.invariants import looks
+
+    groups = looks.grouped(results)
+    parts = []
+    if groups["fail"]:
+        parts.append(", ".join(groups["fail"]))
+    if groups["undecided"]:
+        parts.append("undecided: " + ", ".join(groups["undecided"]))
+    return "  " + "; ".join(parts) if parts else ""
+
+
 def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     """A finished case's line (mark, id, duration, ``[N/M]``, what failed), its notes, and
     for a case that did not pass the workers' stack dumps and the replay command."""
     from harness.cli._echo import counted, mark_of
     from harness.engine import _secrets
+    from harness.invariants import fixes, looks
 
     mark = mark_of(case.verdict.value)
-    failed = [
-        n
-        for n, r in case.invariants.items()
-        if r.status is not Status.PASS and not r.summary.startswith(NOT_JUDGED)
-    ]
-    extra = f"  {', '.join(failed)}" if failed else ""
+    extra = looks_text(case.invariants)
     _style.echo(
         f"  {mark} {case.spec.id:<{width}} {case.duration_s:6.2f}s{counted(counter)}{extra}"
     )
+    for name in looks.grouped(case.invariants)["fail"]:
+        said = fixes.fix_line(name)
+        if said:
+            _style.echo(f"       {name} {said}")
     for note in case.notes:
         click.echo(f"       note: {_secrets.scrub(note)}")
     for w in case.workers:
@@ -183,6 +197,7 @@ def _execute(
     determinism: int = 0,
     set_words: tuple[str, ...] = (),
 ) -> None:
+    from harness.engine import recovery
     from harness.engine import scenario as scenario_mod
     from harness.engine.campaign import (
         Campaign,
@@ -272,6 +287,17 @@ def _execute(
                 settings.cases = [r.spec for r in results]  # the report's plan is what ran
             else:
                 result.cases.extend(run_cases(campaign, cases, jobs=jobs, on_case=on_case))
+                if mode == "certify" and shard_info is None:
+                    # the seeded sample of crashes during recovery every certify runs
+                    more, record = recovery.run_sample(
+                        campaign,
+                        result.cases,
+                        on_plan=lambda ids: progress.plan(len(ids)),
+                        on_case=on_case,
+                    )
+                    result.cases.extend(more)
+                    settings.cases = [*cases, *(r.spec for r in more)]
+                    result.extra["recovery_sample"] = record
             if determinism:
                 sample = rerun_sample(campaign, result.cases, size=determinism, seed=settings.seed)
                 result.extra["determinism"] = sample
@@ -285,6 +311,7 @@ def _execute(
     progress.close()
     from harness import report
     from harness.cli._echo import echo_gaps
+    from harness.reports._common import recovery_sentence
 
     outcome, data = judge_report(scenario, result, mode)
     if "sweep" in result.extra:
@@ -294,6 +321,9 @@ def _execute(
             f"sweep coverage{where}: {cov['pairs_covered']}/{cov['pairs_expected']}"
             f" (boundary, hit) pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
         )
+    said = recovery_sentence(data)
+    if said:
+        click.echo(said)
     if "determinism" in result.extra:
         sample = result.extra["determinism"]
         agree = sum(1 for s in sample if s["agree"])

@@ -42,9 +42,9 @@ from harness.engine.workload import Workload, build_workload, case_intent, seed_
 from harness.errors import BadInputError
 from harness.faults import FAULTS
 from harness.intake import INTAKE_ROSTER
-from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
+from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, looks, run_all
 from harness.invariants._attribution import attribute
-from harness.invariants._model import NOT_JUDGED, ProviderPolicy
+from harness.invariants._model import ProviderPolicy
 from harness.names import near_side_kind
 from harness.presets import PresetFacts, campaign_faults, facts_for
 from harness.systems import System
@@ -1096,11 +1096,7 @@ def _verdict(
     missed = [r for r in records if r.landing in (Landing.NOT_REACHED, Landing.UNCONFIRMED)]
     if missed or (len(records) < planned and not any(o.kind in ANOMALIES for o in outcomes)):
         return Status.GAP
-    undecided = [
-        c
-        for c in checks.values()
-        if c.status is Status.UNKNOWN and not c.summary.startswith(NOT_JUDGED)
-    ]
+    undecided = [c for c in checks.values() if looks.look(c) == "undecided"]
     if any(o.kind in ANOMALIES for o in outcomes) or undecided or evidence_doubted:
         return Status.UNKNOWN
     return Status.PASS

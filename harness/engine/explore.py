@@ -25,15 +25,17 @@ from functools import partial
 from pathlib import Path
 from typing import TypedDict
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
 from harness.engine import _jobpipe
+from harness.engine._landings import Landings
 from harness.engine.campaign import Campaign, CaseResult
 from harness.engine.schedule import CaseSpec, Step
+from harness.faults.clock_jump import RETENTION_JUMPS, cleanup_boundaries
 from harness.faults.roster_change import VARIANTS as ROSTER_VARIANTS
 from harness.invariants import Status
 
@@ -44,6 +46,16 @@ _PAUSE_POINTS = ("after_claim", "before_retry", "before_reconcile", "after_provi
 #: clock jump sizes, simplest first: just past the key window (the default), inside it, and
 #: days past it (beyond a provider's retention period too: orders keep ids up to 72 h)
 CLOCK_JUMP_SIZES: tuple[str | None, ...] = (None, "inwindow", "4d")
+
+
+def jump_sizes(boundaries: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The clock jump sizes worth drawing: ``CLOCK_JUMP_SIZES``, and past 30 days, 90 days
+    and a year (``RETENTION_JUMPS``) where the system has a cleanup."""
+    if cleanup_boundaries(boundaries):
+        return (*CLOCK_JUMP_SIZES, *RETENTION_JUMPS)
+    return CLOCK_JUMP_SIZES
+
+
 #: slow replies: inside the worker's 1 s request timeout, and past it
 SLOW_REPLY_SIZES: tuple[str, ...] = ("0.3s", "1.5s")
 
@@ -67,6 +79,9 @@ def step_strategy(
         return lambda b: st.integers(1, max(1, min(most, reach.get(b, most) if reach else most)))
 
     points = tuple(b for b in _PAUSE_POINTS if b in boundaries) or boundaries
+    # held at a pause point, a jump comes before that delivery's cleanup (and every later
+    # one): a jump past a retention period is judged by the cleanup that runs after it
+    sizes = jump_sizes(boundaries)
     crash = st.sampled_from(boundaries).flatmap(
         lambda b: hits(3)(b).map(lambda h: Step("crash", b, h))
     )
@@ -83,7 +98,7 @@ def step_strategy(
         st.builds(
             lambda b, size: Step("clock_jump", b, 1, size),
             st.sampled_from(points),
-            st.sampled_from(CLOCK_JUMP_SIZES),
+            st.sampled_from(sizes),
         ),
         roster,
         st.builds(lambda b: Step("restore_backup", b, 1), st.sampled_from(points)),
@@ -184,9 +199,15 @@ def _search(
     outcome = ExploreResult()
     boundaries = campaign.settings.system.boundaries
     failing: list[CaseResult] = []
+    landings = Landings()
 
     def check(case: CaseSpec) -> None:
+        may_land = landings.may_land(case)
+        if not may_land:
+            landings.skipped += 1
+        assume(may_land)  # a step of it would not land: draw another in its place
         result = campaign.run(case)
+        landings.learn(result)
         outcome.tried.append(result)
         if on_case is not None:
             on_case(result)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ExitStatus
+from harness.invariants import looks
 
 if TYPE_CHECKING:
     from harness.engine.campaign import CampaignResult
@@ -35,8 +36,6 @@ _UNDECIDED_VERDICTS = ("unknown", "flaky")
 _ANOMALIES = ("died", "killed_unplanned", "hung")
 #: what a result the machine made undecidable says (``harness.invariants.liveness``)
 _STARVED = "undecided: the machine starved the worker"
-#: summary prefix of a "this system gives nothing to judge it by" unknown
-_NOT_JUDGED = "[not judged]"
 
 
 @dataclass(frozen=True)
@@ -142,12 +141,16 @@ def judge(report: Mapping[str, Any], expect: Expectation | None = None) -> Outco
             status = ExitStatus.INCONCLUSIVE
             messages.append(f"{not_run} planned case(s) not run" if not_run else "partial report")
     judged = len(cases) - len(unlanded)
+    seen = looks.judged(cases, held)
     if status is ExitStatus.PASSED and expect.violation is None:
+        every = "every judged invariant" if seen.not_judged else "every invariant"
         messages.append(
-            "every expected invariant holds"
+            f"{every.replace('invariant', 'expected invariant')} holds"
             if held is not None
-            else f"all {judged} case(s) hold every invariant"
+            else f"all {judged} case(s) hold {every}"
         )
+    if seen.not_judged and expect.violation is None:
+        messages.append(seen.sentence())
     if unlanded:
         messages.append(f"{len(unlanded)} drawn schedule(s) did not land (not counted as passes)")
     return Outcome(status, "; ".join(messages), gaps, undecided, unlanded)
@@ -202,9 +205,7 @@ def _undecided(cases: Sequence[Mapping[str, Any]], held: set[str] | None) -> lis
         unsure = [
             n
             for n, r in case["invariants"].items()
-            if r["status"] == "unknown"
-            and not str(r["summary"]).startswith(_NOT_JUDGED)
-            and (held is None or n in held)
+            if looks.look(r) == "undecided" and (held is None or n in held)
         ]
         if verdict == "flaky":
             lines.append(f"{case['id']}: flaky (a rerun gave another verdict)")

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.engine.campaign import Campaign, CaseResult
-from harness.engine.schedule import CaseSpec, Step
+from harness.engine.recovery import second_crashes
+from harness.engine.schedule import CaseSpec
 
 
 @dataclass
@@ -100,19 +101,13 @@ def sweep(
         campaign, [CaseSpec("crash", b, h) for b, h in planned], jobs=jobs, on_case=on_case
     )
     results.extend(firsts)
-    seconds: list[CaseSpec] = []
     for first in firsts:
         # covered only if the very crash planned there landed (its own evidence, not merely
         # "some crash fired", nor "the dry run reached it")
         if first.all_landed and first.spec.boundary is not None and first.spec.hit is not None:
             coverage.covered.add((first.spec.boundary, first.spec.hit))
-        if depth < 2 or not first.all_landed:
-            continue
-        # The recovering incarnation is w2; crash it again at every hit it makes.
-        recovery = first.hits_by_worker.get("w2", {})
-        for b2 in boundaries:
-            for h2 in range(1, recovery.get(b2, 0) + 1):
-                seconds.append(CaseSpec(steps=(*first.spec.steps, Step("crash", b2, h2))))
+    # the recovering incarnation (w2) crashed again at every hit it makes
+    seconds = second_crashes(firsts, boundaries) if depth >= 2 else []
     coverage.second_planned = len(seconds)
     if on_plan is not None and seconds:
         on_plan(len(seconds))

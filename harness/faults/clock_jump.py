@@ -8,6 +8,11 @@ retry after it reuses a key the provider has forgotten: a correct worker reconci
 seconds, as old case ids wrote it), or ``inwindow`` (half the key window: a jump that stays
 inside it, where a retry must still be deduplicated). Days reach past a provider's retention
 period (orders keep an id for 6 to 72 hours), not only its key window.
+
+A system that has a cleanup (a boundary named for one: ``after_cleanup``, a purge, a prune,
+a retention pass) is also jumped past the retention periods people usually choose
+(``RETENTION_JUMPS``: 30 days, 90 days, a year), by the built-in scenarios and by explore: a
+cleanup that prunes audit rows after 30 days never runs in a campaign whose clock stops at 3.
 """
 
 from __future__ import annotations
@@ -27,6 +32,15 @@ IN_WINDOW: Final = "inwindow"
 MAX_JUMP_S: Final = 366 * 86400.0
 #: the default jump lands this far past the key window
 PAST_WINDOW_S: Final = 60.0
+#: jumps just past the usual retention periods: 30 days, 90 days, a year
+RETENTION_JUMPS: Final = ("31d", "91d", "366d")
+#: words in a boundary's name that say the system has a cleanup (``after_cleanup``)
+CLEANUP_WORDS: Final = ("cleanup", "clean_up", "purge", "prune", "retention", "expire")
+
+
+def cleanup_boundaries(boundaries: tuple[str, ...]) -> tuple[str, ...]:
+    """The boundaries that name a cleanup: where the system has one, retention jumps matter."""
+    return tuple(b for b in boundaries if any(w in b.lower() for w in CLEANUP_WORDS))
 
 
 def check_arg(arg: str) -> float | None:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.invariants import _model, looks
+
 SYMBOL = {"pass": "✅", "fail": "❌", "unknown": "⚠️", "gap": "🕳️", "flaky": "🔀", None: "-"}
 #: an invariant result's symbol by look (``look``): a not-judged check is neither ❌ nor ⚠️
 LOOK_SYMBOL = {"pass": "✅", "fail": "❌", "undecided": "⚠️", "not_judged": "⚪", None: "-"}
@@ -36,9 +38,26 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
         if s.get("flaky"):  # it failed, then passed on a rerun: no verdict either way
             why.append(f"{s['flaky']} of {s['cases']} case(s) flaky (failed, then passed on rerun)")
         return "unknown", f"inconclusive: {'; '.join(why)}{partial}"
+    every = "every invariant"
+    seen = looks.judged(report.get("cases", []))
+    if seen.not_judged:
+        every = f"every judged invariant ({len(seen.judged)} of {seen.total} judged)"
     if report.get("partial"):
-        return "partial", f"all {s['cases']} case(s) run so far hold every invariant"
-    return "pass", f"all {s['cases']} case(s) hold every invariant"
+        return "partial", f"all {s['cases']} case(s) run so far hold {every}"
+    return "pass", f"all {s['cases']} case(s) hold {every}"
+
+
+def recovery_sentence(report: Mapping[str, Any]) -> str | None:
+    """What a certify's seeded sample of crashes during recovery was (``recovery_sample``,
+    ``harness.engine.recovery``); None for a campaign that ran none."""
+    record = report.get("recovery_sample")
+    if not isinstance(record, Mapping):
+        return None
+    return (
+        f"crash during recovery (depth 2): {record['planned']} of {record['possible']}"
+        f" possible schedule(s) sampled with seed {record['seed']}, {record['landed']} landed;"
+        " a sweep with --depth 2 runs every one"
+    )
 
 
 def partial_note(report: Mapping[str, Any]) -> str | None:
@@ -155,39 +174,21 @@ def effects_line(case: Mapping[str, Any]) -> str:
 # -- how an invariant result looks: failed, undecided, not judged ------------------------------
 
 #: summary prefix of an *unknown* that is a blind spot of the system under test (no ledger
-#: adapter, no audit query), not a finding; ``harness.engine.outcome`` reads it the same way
-NOT_JUDGED = "[not judged]"
-#: the four looks of an invariant result, in the order a reader needs them
-LOOKS = ("fail", "undecided", "not_judged", "pass")
-#: the word every format uses for a look
-LOOK_WORD = {
-    "fail": "failed",
-    "undecided": "undecided",
-    "not_judged": "not judged",
-    "pass": "holds",
-}
+#: adapter, no audit query), not a finding
+NOT_JUDGED = _model.NOT_JUDGED
+LOOKS = looks.LOOKS
+LOOK_WORD = looks.LOOK_WORD
 
 
 def look(inv: Mapping[str, Any]) -> str:
-    """``fail``, ``undecided``, ``not_judged`` or ``pass``: what a result means to a reader.
-
-    report.json has three statuses; an *unknown* whose summary starts ``[not judged]`` is a
-    check the system gave nothing to judge by, which is neither a failure nor an undecided
-    case (``harness.engine.outcome`` ignores it for the exit status, so the reports must too)."""
-    status = inv.get("status")
-    if status == "fail":
-        return "fail"
-    if status == "unknown":
-        return "not_judged" if str(inv.get("summary", "")).startswith(NOT_JUDGED) else "undecided"
-    return "pass"
+    """``fail``, ``undecided``, ``not_judged`` or ``pass``: what a result means to a reader
+    (one rule for every route: ``harness.invariants.looks``)."""
+    return looks.look(inv)
 
 
 def reason(inv: Mapping[str, Any]) -> str:
     """The summary without the ``[not judged]`` tag the look already says."""
-    text = str(inv.get("summary", ""))
-    if text.startswith(NOT_JUDGED):
-        text = text[len(NOT_JUDGED) :].strip()
-    return text
+    return looks.reason(str(inv.get("summary", "")))
 
 
 def by_look(case: Mapping[str, Any]) -> dict[str, list[tuple[str, Mapping[str, Any]]]]:
@@ -203,18 +204,20 @@ def failed_names(case: Mapping[str, Any]) -> list[str]:
     return [n for n, inv in case["invariants"].items() if look(inv) == "fail"]
 
 
-#: a not-judged reason names the ledger part first ("ledger audit: why"); grouped by the why
-_PART = re.compile(r"^ledger [a-z ]+: ")
-
-
 def not_judged_groups(case: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     """``(why, names)`` for the not-judged invariants, one entry per distinct why: a system
     without a ledger adapter leaves seven checks blind for one reason, said once."""
     groups: dict[str, list[str]] = {}
     for name, inv in case["invariants"].items():
         if look(inv) == "not_judged":
-            groups.setdefault(_PART.sub("", reason(inv)) or "no evidence", []).append(name)
+            groups.setdefault(looks.why_not_judged(str(inv.get("summary", ""))), []).append(name)
     return list(groups.items())
+
+
+def judged_sentence(report: Mapping[str, Any]) -> str:
+    """How many invariants the report judged and why the rest were not (every format says
+    it, so a pass over checks the system gave nothing to judge by never reads as complete)."""
+    return looks.judged(report.get("cases", [])).sentence()
 
 
 def title_parts(case: Mapping[str, Any]) -> list[tuple[str, str]]:

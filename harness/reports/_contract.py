@@ -275,7 +275,7 @@ def summary_of(
     plan: Sequence[str],
     full: bool,
 ) -> dict[str, Any]:
-    from harness.invariants import CHECKERS
+    from harness.invariants import CHECKERS, fixes, looks
 
     verdicts = [c["verdict"] for c in cases]
     violated = sorted(  # a flaky case's failure did not repeat: no violation on its word
@@ -313,6 +313,12 @@ def summary_of(
         "boundaries_uncovered": uncovered,
         "invariants_checked": checked,
         "invariants_violated": violated,
+        **looks.judged(cases).to_json(),
+        "fixes": {
+            name: {"fix": fixes.FIXES[name], "doc": fixes.link(name)}
+            for name in violated
+            if name in fixes.FIXES
+        },
     }
 
 

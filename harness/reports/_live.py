@@ -46,6 +46,8 @@ class LiveReport:
         self.paths: dict[str, Path] = {}
         #: the campaign's determinism sample, once it returns one
         self.determinism: list[dict[str, Any]] = [dict(d) for d in determinism]
+        #: top-level sections the campaign adds (a certify's ``recovery_sample``)
+        self.extra: dict[str, Any] = {}
         self._svg_cache: dict[str, str] = {}
 
     @property
@@ -66,7 +68,7 @@ class LiveReport:
         self.write(partial=True)
 
     def report(self, *, partial: bool) -> dict[str, Any]:
-        return assemble(
+        data = assemble(
             settings=self.settings,
             cases=self.cases,
             plan=self.plan,
@@ -78,6 +80,9 @@ class LiveReport:
             report_path=self.json_path,
             determinism=self.determinism,
         )
+        for key, value in self.extra.items():
+            data.setdefault(key, value)
+        return data
 
     def write(self, *, partial: bool) -> dict[str, Any]:
         """Write all four formats; returns the report JSON that was written."""

@@ -18,6 +18,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from html import escape
 from typing import Any
 
+from harness.invariants import fixes
 from harness.reports._common import (
     LOOK_WORD,
     by_look,
@@ -27,6 +28,7 @@ from harness.reports._common import (
     effects_line,
     headline,
     invariant_names,
+    judged_sentence,
     look,
     lost,
     lost_sentence,
@@ -35,6 +37,7 @@ from harness.reports._common import (
     partial_note,
     provider_reasons,
     reason,
+    recovery_sentence,
     repeat_because,
     straggler_lines,
     title_parts,
@@ -84,6 +87,8 @@ td.cell.not_judged a { color: var(--notjudged-ink); }
 li.fail b.look { color: var(--fail); }
 li.undecided b.look { color: #f57f17; }
 li.not_judged, li.not_judged b.look { color: var(--notjudged-ink); }
+li.fail div.fix { color: var(--ink); margin-top: 2px; }
+p.judged { margin: 4px 0 10px; }
 li.dups b, li.lost b { color: var(--fail); }
 .muted { color: var(--notjudged-ink); }
 span.gap { background: #6a1b9a; }
@@ -141,6 +146,10 @@ def render_html(
     if note:
         parts.append(f'<div class="partial-note"><b>⏸ {_md_code(note)}</b></div>')
     parts.append(f'<div class="banner {level}">{escape(sentence)}</div>')
+    parts.append(f'<p class="judged">Judged: {escape(judged_sentence(report))}</p>')
+    recovered = recovery_sentence(report)
+    if recovered:
+        parts.append(f'<p class="judged">{escape(recovered[:1].upper() + recovered[1:])}</p>')
     parts.append(_meta(report))
     left = straggler_lines(report)
     if left:
@@ -405,6 +414,15 @@ def _case(
     return "\n".join(out)
 
 
+def _fix(name: str) -> str:
+    """The usual fix of a failed invariant and where the docs say more (empty if none)."""
+    fix = fixes.FIXES.get(name)
+    if not fix:
+        return ""
+    where = escape(fixes.link(name))
+    return f'<div class="fix">fix: {escape(fix)} (<a href="{where}">{where}</a>)</div>'
+
+
 def _looks(case: Mapping[str, Any]) -> list[str]:
     """The case's invariants that did not hold, one look each: failed (red ✗), undecided
     (yellow, with why), and not judged (grey, one line per reason), so seven blind spots of
@@ -412,7 +430,7 @@ def _looks(case: Mapping[str, Any]) -> list[str]:
     groups = by_look(case)
     out = [
         f'<li class="fail"><b class="look">✗ failed</b> <b>{escape(name)}</b>: '
-        f"{escape(reason(inv))}</li>"
+        f"{escape(reason(inv))}{_fix(name)}</li>"
         for name, inv in groups["fail"]
     ]
     out += [

@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
+from harness.invariants import fixes
 from harness.reports._common import (
     by_look,
     case_straggler_lines,
@@ -29,6 +30,7 @@ from harness.reports._common import (
     duplicated_destinations,
     duplicates,
     effects_line,
+    judged_sentence,
     lost,
     lost_sentence,
     not_judged_groups,
@@ -60,6 +62,7 @@ def render_junit(report: Mapping[str, Any]) -> str:
         if report.get(key) is not None:
             ET.SubElement(props, "property", name=key, value=str(report[key]))
     ET.SubElement(props, "property", name="version", value=str(report["tool"]["version"]))
+    ET.SubElement(props, "property", name="judged", value=judged_sentence(report))
     left = straggler_lines(report)
     if left:
         ET.SubElement(props, "property", name="stragglers", value=str(len(left)))
@@ -191,6 +194,9 @@ def _evidence_text(
     lines = []
     for name, r in failed.items():
         lines.append(f"{name} (fail): {r['summary']}")
+        said = fixes.fix_line(name)
+        if said:
+            lines.append(said)
         lines.append(f"evidence: {compact(r['evidence'], limit=EVIDENCE_CHARS)}")
     for name, r in unknown.items():
         lines.append(f"{name} (undecided): {reason(r)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.invariants import fixes
 from harness.reports._common import (
     LOOK_SYMBOL,
     SYMBOL,
@@ -20,6 +21,7 @@ from harness.reports._common import (
     effects_line,
     headline,
     invariant_names,
+    judged_sentence,
     look,
     lost,
     lost_sentence,
@@ -28,6 +30,7 @@ from harness.reports._common import (
     partial_note,
     provider_reasons,
     reason,
+    recovery_sentence,
     repeat_sentence,
     straggler_lines,
     workers_line,
@@ -55,7 +58,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     note = partial_note(report)
     if note:
         lines += [f"> ⏸️ **{note}**", ""]
-    lines += [f"{_ICON[level]} **{sentence}**", ""]
+    lines += [f"{_ICON[level]} **{sentence}**", "", f"Judged: {judged_sentence(report)}", ""]
+    recovered = recovery_sentence(report)
+    if recovered:
+        lines += [recovered[:1].upper() + recovered[1:], ""]
     if s["invariants_violated"]:
         lines += [
             "Invariants violated: " + ", ".join(f"`{n}`" for n in s["invariants_violated"]),
@@ -143,7 +149,10 @@ def _refusals(report: Mapping[str, Any]) -> list[str]:
 def _case(case: Mapping[str, Any]) -> list[str]:
     lines = [f"### {SYMBOL[case['verdict']]} `{case['id']}`: {case['verdict']}", ""]
     groups = by_look(case)
-    lines += [f"- ❌ failed **{name}**: {reason(inv)}" for name, inv in groups["fail"]]
+    for name, inv in groups["fail"]:
+        lines.append(f"- ❌ failed **{name}**: {reason(inv)}")
+        if name in fixes.FIXES:
+            lines.append(f"  - fix: {fixes.FIXES[name]} ([{fixes.link(name)}]({fixes.link(name)}))")
     lines += [f"- ⚠️ undecided **{name}**: {reason(inv)}" for name, inv in groups["undecided"]]
     lines += [
         f"- ⚪ not judged: {why}: " + ", ".join(f"`{n}`" for n in names)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import smtplib
+from email import policy
 from email.message import EmailMessage
 from typing import ClassVar
 
@@ -25,6 +26,8 @@ from harness.reference.provider_client import Answer, Lookup, SendResult
 
 SENDER = "crash-harness-worker@localhost"
 _QUEUED = re.compile(r"queued as\s+(\S+)", re.IGNORECASE)
+#: how a mail to a non-ASCII mailbox is written: UTF-8 headers, sent with SMTPUTF8
+_UTF8 = policy.SMTPUTF8
 
 
 def build_message(
@@ -96,17 +99,26 @@ class SmtpAdapter(HttpSession):
             recognizer=recognizer,
         )
         data_sent = False
+        # a mailbox with a non-ASCII name (RFC 6531) goes out only over SMTPUTF8, with the
+        # headers in UTF-8: smtplib would otherwise fail to encode the RCPT command
+        international = not destination.isascii()
         try:
             with smtplib.SMTP(self.smtp_host, self.smtp_port, timeout=self.timeout_s) as conn:
                 conn.login(self.username, self._secret)
-                code, reply = conn.mail(SENDER)
+                if international and not conn.has_extn("smtputf8"):
+                    return SendResult(
+                        Answer.PERMANENT,
+                        detail=f"the SMTP server offers no SMTPUTF8 for <{destination}>",
+                    )
+                code, reply = conn.mail(SENDER, ["SMTPUTF8"] if international else [])
                 if code != 250:
                     return classify_reply(code, reply.decode(errors="replace"))
                 code, reply = conn.rcpt(destination)
                 if code not in (250, 251):
                     return classify_reply(code, reply.decode(errors="replace"))
                 data_sent = True
-                code, reply = conn.data(message.as_bytes())
+                mail = message.as_bytes(policy=_UTF8) if international else message.as_bytes()
+                code, reply = conn.data(mail)
         except smtplib.SMTPResponseException as exc:  # auth, DATA refused, ...
             raw = exc.smtp_error
             detail = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)

@@ -1,0 +1,85 @@
+"""The usual fix for each invariant, one line each, and where the docs say more (#26 item 11).
+
+A failure tells the reader what went wrong; this says what usually puts it right, so every
+route that names a failed invariant (the console case line, every report format, the pytest
+failure) can add one line of what to do and a link to the invariant's section in
+``docs/invariants.md``. One table, here: a new invariant without a fix line fails
+``tests/test_fixes.py``.
+"""
+
+from __future__ import annotations
+
+#: the document whose sections the links point at (relative to the project's root)
+DOC = "docs/invariants.md"
+
+#: invariant -> the usual fix, one line
+FIXES: dict[str, str] = {
+    "one_delivery_identity": (
+        "derive each delivery's id once from (run, destination) when the run commits, with a"
+        " unique key on the pair; never a fresh id per attempt or per worker"
+    ),
+    "no_restart_duplicates": (
+        "create delivery rows in the transaction that commits the run; a restarted worker"
+        " looks its rows up and never creates them again"
+    ),
+    "stable_idempotency_key": (
+        "derive the idempotency key once from the delivery's identity, store it on the row at"
+        " commit, and send that stored key on every attempt"
+    ),
+    "exactly_once_effect": (
+        "send with the delivery's stored idempotency key, and after a crash or a lost reply"
+        " reconcile (ask the provider) before any resend"
+    ),
+    "accepted_reconciled_or_unknown": (
+        "after a lost reply record the delivery `unknown` and reconcile with the provider;"
+        " never record `failed` what the provider may have accepted"
+    ),
+    "no_silent_loss": (
+        "commit the intent and its deliveries in one transaction, and let recovery pick up"
+        " every row not yet in a terminal state"
+    ),
+    "audit_survives_cleanup": (
+        "let cleanup prune only terminal rows past their retention period, never a row the"
+        " audit trail or the provider still refers to"
+    ),
+    "states_distinguishable": (
+        "write only the documented states: a lost reply is `unknown` (not `failed` or"
+        " `pending`), and every `failed` row keeps its `last_error`"
+    ),
+    "retry_within_window": (
+        "keep every retry of a key inside the provider's dedupe window (the whole backoff"
+        " under it); past it, reconcile instead of resending"
+    ),
+    "frozen_destinations": (
+        "freeze the destinations at commit and deliver to that frozen list; never re-read the"
+        " roster when sending"
+    ),
+    "liveness": (
+        "run a watchdog that flags work past `next_attempt_at` + grace, and supervise tasks so"
+        " one that never started or died is restarted or flagged"
+    ),
+    "credential_scope": (
+        "choose the credential the grants give for each destination, and name credential and"
+        " scope on every attempt's audit event"
+    ),
+    "restore_no_replay": (
+        "after restoring the ledger from a backup, reconcile with the provider before"
+        " resending anything the restored rows call pending"
+    ),
+}
+
+
+def anchor(name: str) -> str:
+    """The invariant's section anchor in ``DOC`` (its heading is the bare name)."""
+    return name.lower()
+
+
+def link(name: str) -> str:
+    """``docs/invariants.md#exactly_once_effect``."""
+    return f"{DOC}#{anchor(name)}"
+
+
+def fix_line(name: str) -> str | None:
+    """``fix: <the usual fix> (docs/invariants.md#name)``; None for an invariant without one."""
+    fix = FIXES.get(name)
+    return f"fix: {fix} ({link(name)})" if fix else None
