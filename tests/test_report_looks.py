@@ -135,12 +135,12 @@ def _title_spans(html: str) -> list[tuple[str, str]]:
 def test_simple_system_not_judged_is_grey_and_the_title_lists_only_real_failures(
     outbox: dict[str, Any],
 ) -> None:
-    """The outbox worker (no ledger adapter) has 1 failure and 7 blind spots: the HTML
+    """The outbox worker (no ledger adapter) has 1 failure and 9 blind spots: the HTML
     grid shows the blind spots as grey ○, the case lists them once as not judged, and the
-    timeline's title names the failure, never the 7."""
+    timeline's title names the failure, never the 9."""
     crashed = _case(outbox, CRASHED)
     blind = _not_judged(crashed)
-    assert len(blind) == 7  # the campaign really has what the issue describes
+    assert len(blind) == 9  # the campaign really has what the issue describes
     assert sorted(n for n, r in crashed["invariants"].items() if r["status"] == "fail") == sorted(
         REAL_FAILURES
     )
@@ -151,7 +151,7 @@ def test_simple_system_not_judged_is_grey_and_the_title_lists_only_real_failures
     assert "td.not_judged, span.not_judged { background: var(--notjudged);" in html
     assert "--notjudged:#b0bec5" in html  # grey, not the undecided yellow nor the failed red
     (title,) = _svg_titles(html)
-    assert title == f"{CRASHED}: fail (failed: {', '.join(REAL_FAILURES)}; 7 not judged)"
+    assert title == f"{CRASHED}: fail (failed: {', '.join(REAL_FAILURES)}; 9 not judged)"
     for name in blind:
         assert name not in title
     spans = _title_spans(html)

@@ -66,6 +66,18 @@ FIXES: dict[str, str] = {
         "after restoring the ledger from a backup, reconcile with the provider before"
         " resending anything the restored rows call pending"
     ),
+    "delivered_has_receipt": (
+        "mark a delivery `delivered` only with the provider's answer in hand, and store the"
+        " id the provider issued (its receipt) in the same write"
+    ),
+    "retry_after_honoured": (
+        "schedule the next attempt no earlier than the Retry-After of the answer it follows"
+        " (keep the larger of it and your own backoff)"
+    ),
+    "content_matches_ledger": (
+        "render the body once per delivery at commit, store it (or its hash) on the row, and"
+        " send exactly that stored body on every attempt"
+    ),
 }
 
 
