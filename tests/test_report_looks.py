@@ -156,7 +156,7 @@ def test_simple_system_not_judged_is_grey_and_the_title_lists_only_real_failures
         assert name not in title
     spans = _title_spans(html)
     assert ("#c62828", f" · failed: {', '.join(REAL_FAILURES)}") in spans
-    assert ("#757575", " · 7 not judged") in spans
+    assert ("#757575", " · 9 not judged") in spans
     listed = re.findall(r'<li class="(fail|undecided|not_judged)">', html)
     assert listed == ["fail"] * len(REAL_FAILURES) + ["not_judged"]
     assert "has no ledger adapter" in html.split('<li class="not_judged">', 1)[1].split("</li>")[0]
