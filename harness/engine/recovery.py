@@ -12,7 +12,7 @@ second crash that does not land is a gap like any other, never a pass.
 
 from __future__ import annotations
 
-import random
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -43,11 +43,24 @@ def sample(
     firsts: Iterable[CaseResult], boundaries: Sequence[str], *, seed: int, size: int
 ) -> tuple[list[CaseSpec], int]:
     """Up to ``size`` second crashes chosen with ``seed`` (in plan order), and how many there
-    were to choose from. Single first crashes only: a depth-2 case is no first crash."""
+    were to choose from. Single first crashes only: a depth-2 case is no first crash.
+
+    The same seed must choose the same cases on a rerun, though how often a recovering
+    worker reaches a boundary can vary with timing (373 possible schedules in one run, 367
+    in the next). So only a recovery's *first* hit of each boundary is drawn (that it reached
+    a boundary at all is stable where its count is not), and each candidate is ranked by a
+    seeded hash of its own id, never by its position in a list whose length may differ: a
+    candidate that comes or goes moves no other candidate's rank."""
     singles = [f for f in firsts if len(f.spec.steps) == 1]
     every = second_crashes(singles, boundaries)
-    chosen = sorted(random.Random(seed).sample(range(len(every)), k=min(size, len(every))))
-    return [every[i] for i in chosen], len(every)
+    firsts_hits = [c for c in every if c.steps[-1].hit == 1]
+    ranked = sorted(firsts_hits, key=lambda c: _rank(seed, c.id))[:size]
+    order = {c.id: i for i, c in enumerate(every)}
+    return sorted(ranked, key=lambda c: order[c.id]), len(every)
+
+
+def _rank(seed: int, case_id: str) -> bytes:
+    return hashlib.sha256(f"{seed}:{case_id}".encode()).digest()
 
 
 def run_sample(
