@@ -689,6 +689,7 @@ def command_user_system(
     prepare: Prepare | None = None,
     ledger: LedgerAdapter | type[LedgerAdapter] | None = None,
     intent: IntentQuery | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> System:
     """A ``System`` for a worker that is a program taking its work from ``jobs(config)``.
 
@@ -698,7 +699,8 @@ def command_user_system(
     through ``prepare``) are created, and without a ``ledger`` adapter only the invariants the
     providers' logs decide are judged. Scenario files reach this with ``system = "cmd:..."``
     plus ``boundaries = [...]`` (and ``prepare = "module:function"``, which may return the
-    intended (run_id, destination) pairs as ``simple_system``'s does).
+    intended (run_id, destination) pairs as ``simple_system``'s does). ``env`` fills the
+    program's own variables from templates (``harness.worker_env``).
     """
     shape = simple_system(
         _never_called,
@@ -714,6 +716,7 @@ def command_user_system(
         read_ledger=shape.read_ledger,
         boundaries=shape.boundaries,
         intent=shape.intent,
+        env=env,
     )
 
 

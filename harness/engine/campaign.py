@@ -561,6 +561,7 @@ def run_case(
             clock_path=clock.path,
             fake_time_file=None if fake_time_file is None else str(fake_time_file),
             providers=endpoints,
+            case_id=case.id,
             **overrides,
         )
         ctx = CaseContext(

@@ -12,6 +12,10 @@ from the key, not a key it dedupes), or the system has no ledger adapter (no row
 all), only the stability part is judged, and the evidence says why. A delivery the
 provider received but whose ledger row is missing, or records no key, cannot be compared:
 that is an *unknown* (unless something else already failed), never a pass.
+
+A worker that sends no delivery id of its own (an unchanged worker posting its webhook) has
+its requests grouped by what the provider read instead, the run and the destination: two
+deliveries are never taken for one delivery with two keys.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ def check(obs: Observation) -> CheckResult:
     sent: dict[str, list[EffectRow]] = {}
     for eff in sorted(effects, key=lambda e: e.seq):
         if eff.outcome in _KEYED:
-            sent.setdefault(eff.delivery_id, []).append(eff)
+            sent.setdefault(_delivery(eff), []).append(eff)
     frozen = {row.delivery_id: row.idempotency_key for row in ledger.deliveries}
     unstable: list[dict[str, Any]] = []
     mismatched: list[dict[str, Any]] = []
@@ -110,3 +114,9 @@ def check(obs: Observation) -> CheckResult:
         )
     how = "the ledger's key" if compare else f"one key (not compared: {not_compared_because})"
     return CheckResult(Status.PASS, f"{len(sent)} delivery(ies) each sent with {how}", evidence)
+
+
+def _delivery(eff: EffectRow) -> str:
+    """The delivery a request belongs to: its delivery id, or (none read) its run and
+    destination."""
+    return eff.delivery_id or f"run {eff.run_id} to {eff.destination}"
