@@ -22,6 +22,25 @@ BOUNDARIES: Final[dict[str, str]] = {
     "after_cleanup": "queue item removed",
 }
 
+#: The kinds of crash point the harness finds itself in a Python worker that declares none
+#: (``harness.engine._hooks``), in the order a send or a commit reaches them. Such a point is
+#: named ``KIND.WHERE``, WHERE being the worker's own call site (``<file stem>.<line>``): e.g.
+#: ``after_send.plain_worker.42``.
+NEAR_SIDE_KINDS: Final[dict[str, str]] = {
+    "before_send": "an HTTP request or SMTP send is about to leave the worker",
+    "after_send": "the provider answered (it accepted), the worker has not yet acted on it",
+    "before_commit": "a database commit is about to run",
+    "after_commit": "a database commit returned",
+}
+
+
+def near_side_kind(name: str) -> str | None:
+    """The kind of a discovered near-side point (``after_send.w.42`` -> ``after_send``), or
+    None for any other name (a named boundary, a far-side point)."""
+    kind, dot, where = name.partition(".")
+    return kind if dot and where and kind in NEAR_SIDE_KINDS else None
+
+
 #: Delivery states an operator must be able to tell apart.
 DELIVERY_STATES: Final[tuple[str, ...]] = (
     "pending",

@@ -68,6 +68,12 @@ class System:
     #: (or a function answering None): the workload's intent, every run to its topic's roster
     #: (``harness.engine.workload.case_intent``)
     intent: Callable[[Engine], Iterable[tuple[str, str]] | None] | None = None
+    #: whether its workers' sends and commits are crash points too, found without a line in
+    #: the worker (``harness.engine._hooks``: ``before_send.WHERE``, ``after_commit.WHERE``,
+    #: ...): a dry run finds them and they join ``boundaries``. On for a program that
+    #: declares no boundaries; off for a system that does, unless its scenario or the
+    #: command line asks (``discover = true``, ``--discover``)
+    discover: bool = False
 
 
 def _subject(name: str) -> System:
@@ -145,12 +151,19 @@ def command_system(
             **config.to_env(),
             **handoff_env(),
         }
+        if "PYTHONPATH" in own:
+            from harness.engine import _hooks
+
+            if _hooks.installed():  # the program's own path, after the harness's hooks
+                env.update(_hooks.child_env(env))
         args = template.arguments(config)
         os.execvpe(args[0], args, env)
 
+    discover = False
     if prepare is None and read_ledger is None and not _is_reference_program(argv):
         prepare, read_ledger = create_intake_tables, partial(_no_ledger, f"cmd:{template.name}")
         boundaries = ()
+        discover = True
     ref = _subject("reference") if prepare is None or read_ledger is None else None
     return System(
         name=f"cmd:{template.name}",
@@ -162,6 +175,7 @@ def command_system(
         presets=ref.presets if ref is not None else None,
         speaks=_subject("reference").speaks if _is_reference_program(argv) else None,
         intent=intent,
+        discover=discover,
     )
 
 

@@ -58,7 +58,7 @@ def _certify(tmp_path: Path, source: str, *extra: str) -> tuple[int, str, dict[s
 
 def test_a_correct_program_passes_on_the_boundaries_it_has(tmp_path: Path) -> None:
     status, said, report = _certify(
-        tmp_path, PROGRAM.format(mark='boundary("after_provider_accept")')
+        tmp_path, PROGRAM.format(mark='boundary("after_provider_accept")'), "--no-discover"
     )
     assert status == 0, said
     assert "dry run reached: after_provider_accept" in said, said
@@ -81,8 +81,35 @@ def test_a_program_that_duplicates_is_caught_by_the_one_invariant_it_breaks(
     assert report["summary"]["invariants_violated"] == ["exactly_once_effect"], said
 
 
+def test_named_boundaries_and_discovered_points_are_crashed_side_by_side(
+    tmp_path: Path,
+) -> None:
+    """A program is certified on its boundary() calls and on the sends the harness found in
+    it (on by default for a program): both are boundaries of the plan and of the coverage."""
+    status, said, report = _certify(
+        tmp_path, PROGRAM.format(mark='boundary("after_provider_accept")')
+    )
+    assert status == 0, said
+    send = (
+        PROGRAM.splitlines().index(
+            "            reply = requests.post(job.url, json=job.message, headers=job.headers,"
+            " timeout=5)"
+        )
+        + 1
+    )  # 1-based
+    points = [f"before_send.prog.{send}", f"after_send.prog.{send}"]
+    assert f"dry run reached: after_provider_accept, {', '.join(points)}" in said, said
+    assert [c["id"] for c in report["cases"]] == [
+        "baseline",
+        "crash@after_provider_accept#1",
+        *(f"crash@{p}#1" for p in points),
+    ]
+    assert report["summary"]["boundaries_documented"] == 3
+    assert all(c["crash_fired"] for c in report["cases"][1:]), said
+
+
 def test_a_program_with_no_boundary_is_a_coverage_gap_not_a_pass(tmp_path: Path) -> None:
-    status, said, _ = _certify(tmp_path, PROGRAM.format(mark="pass"))
+    status, said, _ = _certify(tmp_path, PROGRAM.format(mark="pass"), "--no-discover")
     assert status == 1, said
     assert "dry run reached: no boundary" in said, said
     assert "coverage gap" in said, said

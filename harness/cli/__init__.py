@@ -21,7 +21,7 @@ from harness.cli import _complete, _style
 from harness.cli import _values as _cli_values
 from harness.cli._echo import MARKS as MARKS  # re-exported: commands used to import them from here
 from harness.cli._echo import counted as counted
-from harness.cli._echo import echo_gaps, echo_kept
+from harness.cli._echo import echo_discovered, echo_gaps, echo_kept
 from harness.cli._echo import format_bytes as format_bytes
 from harness.cli._echo import mark_of as mark_of
 from harness.errors import BadInputError, ExitStatus, interruption
@@ -244,9 +244,17 @@ def main() -> None:
     " (runs=1, provider_window_s=0, 'worker_overrides={\"lease_s\": 0.5}'); replay lines"
     " restate them.",
 )
+@click.option(
+    "--discover/--no-discover",
+    "discover",
+    default=None,
+    help="Crash at every send and commit the worker's Python processes make, found without a"
+    " line in the worker (on by default for a program that declares no boundaries).",
+)
 @_style.color_option()
 def certify(
     *,
+    discover: bool | None = None,
     set_words: tuple[str, ...] = (),
     system_name: str,
     system_cmd: str | None,
@@ -266,6 +274,7 @@ def certify(
     """
     import contextlib
     import shutil
+    from dataclasses import replace
 
     from click.core import ParameterSource
 
@@ -340,15 +349,26 @@ def certify(
             replay_overrides=given,
             **{**fields, **given},
         )
-        if not system.boundaries:  # a program: crash where its dry run really went
+        if discover is not None and discover != system.discover:
+            system = replace(system, discover=discover)
+            settings.system = system
+            # a replay of a discovered point must discover it again
+            settings.replay_prefix = [
+                *("crash-harness", "certify", "--system", systems.importable_name(system)),
+                "--discover" if discover else "--no-discover",
+            ]
+        if system.discover or not system.boundaries:  # crash where its dry run really went
             click.echo(f"dry run of {system.name}: finding the boundaries it reaches")
-            system, _ = discover_boundaries(settings)
+            system, dry = discover_boundaries(settings)
             settings.system = system
             click.echo(f"dry run reached: {', '.join(system.boundaries) or 'no boundary'}")
+            echo_discovered(system.boundaries, dry.reached, dry.targets)
             if not system.boundaries:
+                hooked = " and no send or commit of its Python processes" if system.discover else ""
                 click.echo(
-                    "coverage gap: the program reached no boundary() in its dry run, so no"
-                    " crash can be planned; add boundary() calls where a restart must survive"
+                    f"coverage gap: the program reached no boundary(){hooked} in its dry run,"
+                    " so no crash can be planned; add boundary() calls where a restart must"
+                    " survive"
                 )
                 sys.exit(ExitStatus.VIOLATION)
         planned = cases if cases is not None else default_cases(system)

@@ -12,8 +12,17 @@ from pathlib import Path
 import click
 
 from harness.cli import _style
+from harness.names import near_side_kind
 
-__all__ = ["MARKS", "counted", "echo_gaps", "echo_kept", "format_bytes", "mark_of"]
+__all__ = [
+    "MARKS",
+    "counted",
+    "echo_discovered",
+    "echo_gaps",
+    "echo_kept",
+    "format_bytes",
+    "mark_of",
+]
 
 #: the mark a case's verdict gets on its progress line
 MARKS = {"pass": "ok  ", "fail": "FAIL", "unknown": "??? ", "gap": "GAP ", "flaky": "FLKY"}
@@ -41,6 +50,22 @@ def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
         click.echo(f"  - {line}")
     if len(gaps) > shown:
         click.echo(f"  ... and {len(gaps) - shown} more (see the report)")
+
+
+def echo_discovered(
+    boundaries: tuple[str, ...], reached: dict[str, int], targets: dict[str, list[str]]
+) -> None:
+    """A dry run's near-side points (``harness.engine._hooks``), one a line: name, hits in
+    the dry run, what it talked to. Named boundaries are listed by the caller's own line."""
+    found = [b for b in boundaries if near_side_kind(b)]
+    if not found:
+        return
+    width = max(len(b) for b in found)
+    click.echo(f"discovered {len(found)} near-side point(s) (name, dry-run hits, target):")
+    for name in found:
+        said = targets.get(name) or ["?"]
+        more = f" (+{len(said) - 1} more)" if len(said) > 1 else ""
+        click.echo(f"  {name:<{width}}  x{reached.get(name, 0):<3} {said[0]}{more}")
 
 
 def echo_kept(workdir: Path, *, err: bool = False) -> None:

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from harness.cli import _complete, _progress, _style
+from harness.cli import _complete, _echo, _progress, _style
 from harness.cli import _values as _cli_values
 from harness.engine import _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
@@ -189,6 +189,7 @@ def _execute(
         CampaignResult,
         CaseSpec,
         default_cases,
+        discover_boundaries,
         finish_campaign,
         validate_cases,
     )
@@ -227,6 +228,11 @@ def _execute(
         elif mode == "list":
             cases = list(scenario.cases)
         else:
+            if mode != "sweep" and settings.system.discover:  # its points: from a dry run
+                system, dry = discover_boundaries(settings)
+                settings.system = system
+                click.echo(f"dry run reached: {', '.join(system.boundaries) or 'no boundary'}")
+                _echo.echo_discovered(system.boundaries, dry.reached, dry.targets)
             cases = default_cases(settings.system)
         settings.jobs = jobs
         shard_info: dict[str, Any] | None = None
@@ -257,6 +263,7 @@ def _execute(
                     on_plan=progress.plan,
                     jobs=jobs,
                     shard=None if shard_info is None else (index, count),
+                    on_dry_run=lambda dry: _list_discovered(progress, campaign, dry),
                 )
                 result.cases.extend(results)
                 result.extra["sweep"] = coverage.to_json()
@@ -302,6 +309,16 @@ def _execute(
     paths = report.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
     sys.exit(outcome.status)
+
+
+def _list_discovered(progress: _progress.Progress, campaign: Any, dry: Any) -> None:
+    """What a discovering system's dry run found, before the sweep crashes it there."""
+    from harness.cli._echo import echo_discovered
+
+    system = campaign.settings.system
+    if system.discover:
+        with progress.above():
+            echo_discovered(system.boundaries, dry.reached, dry.targets)
 
 
 _common: list[Callable[[Any], Any]] = [

@@ -144,8 +144,10 @@ class _Tracer:
         if counter_dir is not None:
             os.makedirs(counter_dir, exist_ok=True)
 
-    def _record(self, event: str, name: str, n: int) -> None:
-        record = {
+    def _record(
+        self, event: str, name: str, n: int, detail: Mapping[str, object] | None = None
+    ) -> None:
+        record: dict[str, object] = {
             "t": time.time(),
             "event": event,
             "boundary": name,
@@ -153,6 +155,8 @@ class _Tracer:
             "worker": self.worker,
             "pid": self.pid,
         }
+        if detail:
+            record["detail"] = dict(detail)
         if self.clock is not None:
             record["c"] = self.clock.now()
         # One write(2) on an O_APPEND descriptor: the line is in the kernel before we act.
@@ -179,7 +183,9 @@ class _Tracer:
             fcntl.lockf(fd, fcntl.LOCK_UN)
         return n
 
-    def hit(self, name: str) -> None:
+    def hit(self, name: str, detail: Mapping[str, object] | None = None) -> None:
+        """Count this hit of ``name``, record it (with ``detail``: a discovered point's
+        target) and do whatever the plan armed there."""
         if os.getpid() != self.pid:
             # A forked child (a pool process, a work-horse) is part of the same worker; with
             # no counter directory its hits are counted on their own.
@@ -188,7 +194,7 @@ class _Tracer:
         n = self._count(name)
         arm = next((a for a in self.arms if a.boundary == name and a.covers(n)), None)
         action = None if arm is None else arm.action
-        self._record("hit" if action is None else action, name, n)
+        self._record("hit" if action is None else action, name, n, detail)
         if arm is None or action is None:
             return
         if action == "pause":

@@ -186,6 +186,7 @@ class CaseContext:
             trace_path=self.trace_path,
             arms=[_replace_arm(a, scope=self.crash_scope) for a in arms or []],
             logdir=self.case_dir,
+            hooks=self.system.discover,
         )
 
     def wait(self, worker: RunningWorker) -> WorkerOutcome:

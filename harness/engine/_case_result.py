@@ -59,6 +59,8 @@ class CaseResult:
     #: with several providers: provider name -> (accepted effects, requests logged), in the
     #: scenario's order; empty with one provider
     by_provider: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: discovered point -> what it talked to (``POST 127.0.0.1:8000/hooks``), from its hits
+    targets: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def all_landed(self) -> bool:
@@ -89,6 +91,7 @@ class CaseResult:
             "landings": [r.to_json() for r in self.step_records],
             "crash_fired": self.crash_fired,
             "boundaries_reached": self.reached,
+            **({"point_targets": self.targets} if self.targets else {}),
             "workers": [w.to_json() for w in self.workers],
             "notes": self.notes,
             "duration_s": round(self.duration_s, 3),

@@ -44,6 +44,7 @@ from harness.faults import FAULTS
 from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, run_all
 from harness.invariants._model import NOT_JUDGED, ProviderPolicy
+from harness.names import near_side_kind
 from harness.presets import PresetFacts, campaign_faults, facts_for
 from harness.systems import System
 from harness.worker_config import ProviderEndpoint, WorkerConfig
@@ -402,19 +403,30 @@ def _given_ledger(settings: CampaignSettings, target: _db.DatabaseTarget) -> str
 
 
 def discover_boundaries(settings: CampaignSettings) -> tuple[System, CaseResult]:
-    """For a system that does not declare its boundaries (a program): run one fault-free dry
-    run and return the system with the boundaries it reached (in flow order), and that run.
+    """For a system that does not declare its boundaries (a program), or one that discovers
+    its near-side points (``System.discover``): run one fault-free dry run and return the
+    system with the boundaries it reached (in flow order), and that run.
 
     What a certify then crashes is what the program really reaches, never a list it was
     never written against: a boundary it does not have would be a coverage gap it did not
-    earn, and one it has but nobody listed would go uncrashed."""
+    earn, and one it has but nobody listed would go uncrashed. A system that declares its
+    boundaries keeps them, and gains the near-side points the dry run found."""
     workdir = _scratch.make_workdir("crash-harness-dry-")
     try:
         dry = replace(settings, cases=[CaseSpec()], workdir=workdir, keep_workdir=False)
         (case,) = run_campaign(dry).cases
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return replace(settings.system, boundaries=tuple(case.reached)), case
+    return replace(settings.system, boundaries=with_discovered(settings.system, case)), case
+
+
+def with_discovered(system: System, dry: CaseResult) -> tuple[str, ...]:
+    """The boundaries to crash ``system`` at after its dry run ``dry``: every one it reached
+    when it declares none; else its own, then the near-side points the dry run found."""
+    if not system.boundaries:
+        return tuple(dry.reached)
+    found = [b for b in dry.reached if near_side_kind(b) and b not in system.boundaries]
+    return (*system.boundaries, *found)
 
 
 def run_campaign(
@@ -691,6 +703,7 @@ def run_case(
         intended=sum(len(d) for d in ctx.intended.values()),
         accepted=sum(1 for e in observation.effects or () if e.accepted),
         reached=trace_store.boundaries_reached(events),
+        targets=trace_store.point_targets(events),
         hits_by_worker=_hits_by_worker(events),
         # a crash scoped to one process (a work-horse) leaves its worker running
         # a planned SIGKILL happened (a crash scoped to one process, a work-horse, leaves its

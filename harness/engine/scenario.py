@@ -8,6 +8,7 @@ what was expected.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
@@ -41,6 +42,7 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "boundaries": (list,),
         "prepare": (str,),
         "env": (dict,),
+        "discover": (bool,),
     },
     "workload": {"runs": (int,), "destinations_per_topic": (int,)},
     "provider": {
@@ -172,6 +174,10 @@ class Scenario:
     #: through the reference ledger) and a ``module:function`` creating its own tables
     boundaries: tuple[str, ...] | None = None
     prepare: str | None = None
+    #: ``[scenario] discover``: crash at the worker's sends and commits too, found without a
+    #: line in it (``harness.engine._hooks``); None: the system's own default (on for a
+    #: program that declares no boundaries)
+    discover: bool | None = None
     #: ``[provider] credentials``: one shared credential, or one per destination group
     credentials: str = "shared"
     #: ``[worker] daemon, stop_signal, ...``: how a third-party worker lives and tells time
@@ -209,7 +215,14 @@ class Scenario:
         }
 
     def build_system(self) -> System:
-        """The system under test this scenario names (a ``cmd:`` one with its boundaries)."""
+        """The system under test this scenario names (a ``cmd:`` one with its boundaries),
+        discovering its points if the scenario says so."""
+        system = self._named_system()
+        if self.discover is not None and self.discover != system.discover:
+            system = dataclasses.replace(system, discover=self.discover)
+        return system
+
+    def _named_system(self) -> System:
         env = self.env or None
         if self.boundaries is None:
             if env is not None:
@@ -674,6 +687,7 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         settle=settle,
         boundaries=boundaries,
         prepare=prepare_ref,
+        discover=meta.get("discover"),
         credentials=credentials,
         lifecycle=lifecycle,
         provider_name=first.name if named else None,

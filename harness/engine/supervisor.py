@@ -323,8 +323,11 @@ class Supervisor:
         trace_path: Path,
         arms: list[Arm] | None = None,
         logdir: Path | None = None,
+        hooks: bool = False,
     ) -> RunningWorker:
-        """Fork a worker that runs ``target`` with ``arms`` set, its output in the work dir."""
+        """Fork a worker that runs ``target`` with ``arms`` set, its output in the work dir;
+        with ``hooks``, every send and commit of its process tree is a crash point too
+        (``harness.engine._hooks``)."""
         arms = list(arms or [])
         logdir = logdir or self.workdir
         stdout_path = logdir / f"{name}.stdout"
@@ -357,6 +360,7 @@ class Supervisor:
                 cgroup=cgroup,
                 keeper=keeper,
                 counter_dir=logdir / f"{name}.hits",
+                hooks=hooks,
             )
 
         keeper: _keeper.Keeper | None = None
@@ -412,6 +416,7 @@ class Supervisor:
         cgroup: str | None,
         keeper: int | None,
         counter_dir: Path,
+        hooks: bool = False,
     ) -> NoReturn:  # pragma: no cover - child side
         code = 0
         try:
@@ -446,6 +451,10 @@ class Supervisor:
                 tree=ProcessTree(os.getpid(), cgroup, keeper),
                 counter_dir=str(counter_dir),
             )
+            if hooks:  # this process, what it forks, and every Python program it execs
+                from harness.engine import _hooks
+
+                _hooks.install_in_worker()
             target()
         except BaseException:
             traceback.print_exc()

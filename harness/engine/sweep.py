@@ -1,6 +1,9 @@
 """Choose injections by enumeration: a dry run records every boundary hit, then one case per
 (boundary, hit), and with depth 2 a second crash at every hit of each recovery.
 
+A system that discovers its points (``System.discover``: a program that declares none) is
+swept at every near-side point its dry run reached (``before_send.WHERE``, ...), at each hit.
+
 The dry run's counts are the denominator of the coverage figure the report gives: a sweep
 that did not crash at some (boundary, hit) it saw in the dry run says so.
 """
@@ -8,9 +11,9 @@ that did not crash at some (boundary, hit) it saw in the dry run says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from harness.engine.campaign import Campaign, CaseResult
+from harness.engine.campaign import Campaign, CaseResult, with_discovered
 from harness.engine.schedule import CaseSpec, Step
 
 
@@ -49,6 +52,7 @@ def sweep(
     limit: int | None = None,
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
+    on_dry_run: Callable[[CaseResult], None] | None = None,
 ) -> tuple[list[CaseResult], SweepCoverage]:
     """Run the dry run, then every first crash it makes possible (and second ones at depth 2).
 
@@ -58,6 +62,9 @@ def sweep(
     reports merge into the unsharded one (``crash-harness report merge``), and each shard's
     coverage counts the pairs of its own slice.
 
+    ``on_dry_run(dry)`` is told the dry run once the plan is known (what it discovered is in
+    ``campaign.settings.system.boundaries`` by then).
+
     ``on_plan(n)`` is told each time ``n`` more cases are planned (the dry run and the first
     crashes once the dry run is done, the second crashes once the first ones are), so a
     progress counter can say ``N/M`` before the cases it counts have run.
@@ -66,7 +73,16 @@ def sweep(
 
     coverage = SweepCoverage()
     dry = campaign.run(CaseSpec())
-    boundaries = campaign.settings.system.boundaries
+    system = campaign.settings.system
+    if system.discover:
+        # what the dry run found (a program's boundaries, every near-side point) is what the
+        # sweep crashes, and what its coverage and the report count, like a named boundary
+        system = replace(system, boundaries=with_discovered(system, dry))
+        for settings in {id(s): s for s in (campaign.settings, campaign.given_settings)}.values():
+            settings.system = system
+    boundaries = system.boundaries
+    if on_dry_run is not None:
+        on_dry_run(dry)
     first_hits = dry.hits_by_worker.get("w1", {})
     pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
     coverage.unreached = [b for b in boundaries if not first_hits.get(b)]

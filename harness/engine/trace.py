@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from harness.clock import SharedClock
-from harness.names import BOUNDARIES
+from harness.names import BOUNDARIES, NEAR_SIDE_KINDS, near_side_kind
 
 #: the case clock's file name, next to the case's trace file
 CLOCK_FILE: Final = "clock"
@@ -108,13 +108,38 @@ def read(path: Path) -> list[TraceEvent]:
 def boundaries_reached(events: list[TraceEvent]) -> dict[str, int]:
     """How many times each boundary was reached, over every worker of the case.
 
-    Listed in the documented flow order (a user system's own boundaries after, by name), not
-    in the order they were first hit, which racing workers change from run to run.
+    Listed in the documented flow order (a user system's own boundaries after, by name, then
+    the near-side points the harness found, by call site and kind), not in the order they
+    were first hit, which racing workers change from run to run.
     """
     counts: dict[str, int] = {}
     for ev in events:
         if ev.boundary is not None:
             counts[ev.boundary] = counts.get(ev.boundary, 0) + 1
-    flow = {name: i for i, name in enumerate(BOUNDARIES)}
-    order = sorted(counts, key=lambda name: (flow.get(name, len(flow)), name))
-    return {name: counts[name] for name in order}
+    return {name: counts[name] for name in sorted(counts, key=_flow_key)}
+
+
+_FLOW = {name: i for i, name in enumerate(BOUNDARIES)}
+_KIND_ORDER = {kind: i for i, kind in enumerate(NEAR_SIDE_KINDS)}
+
+
+def _flow_key(name: str) -> tuple[int, str, int, int, str]:
+    kind = near_side_kind(name)
+    if kind is None:
+        return (_FLOW.get(name, len(_FLOW)), name, 0, 0, "")
+    stem, _, line = name[len(kind) + 1 :].rpartition(".")
+    at = int(line) if line.isdigit() else 0
+    return (len(_FLOW) + 1, stem, at, _KIND_ORDER[kind], name)
+
+
+def point_targets(events: list[TraceEvent]) -> dict[str, list[str]]:
+    """What each discovered point talked to (``detail.target`` of its hits), each target
+    once, in the order first seen: for a dry run's listing, never for a point's name."""
+    found: dict[str, list[str]] = {}
+    for ev in events:
+        target = (ev.detail or {}).get("target") if ev.boundary is not None else None
+        if isinstance(target, str) and ev.boundary is not None:
+            seen = found.setdefault(ev.boundary, [])
+            if target not in seen:
+                seen.append(target)
+    return found
