@@ -224,7 +224,7 @@ class Scenario:
 
     def _named_system(self) -> System:
         env = self.env or None
-        if self.boundaries is None:
+        if self.boundaries is None and self.prepare is None:
             if env is not None:
                 return systems.command_system(self.system[len("cmd:") :], env=env)
             return systems.resolve(self.system)
@@ -234,7 +234,10 @@ class Scenario:
         if self.prepare is not None:
             prepare = _import_function(self.prepare, f"{self.path}: [scenario] prepare")
         return command_user_system(
-            self.system[len("cmd:") :], boundaries=self.boundaries, prepare=prepare, env=env
+            self.system[len("cmd:") :],
+            boundaries=self.boundaries or (),
+            prepare=prepare,
+            env=env,
         )
 
     def checked_system(self) -> System:
@@ -655,13 +658,14 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
             )
         boundaries = tuple(raw)
     prepare_ref = meta.get("prepare")
-    if prepare_ref is not None and (boundaries is None or prepare_ref.count(":") != 1):
+    is_cmd = str(meta["system"]).startswith("cmd:")
+    if prepare_ref is not None and (not is_cmd or prepare_ref.count(":") != 1):
         raise _err(
             path,
             text,
             "scenario",
             "prepare",
-            "expected module:function, next to a cmd: system's boundaries",
+            "expected module:function, for a cmd: system (a Python system brings its own)",
         )
     env = _worker_env(path, text, meta, [s.name for s in specs])
     return Scenario(
