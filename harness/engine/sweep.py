@@ -1,6 +1,10 @@
 """Choose injections by enumeration: a dry run records every boundary hit, then one case per
 (boundary, hit), and with depth 2 a second crash at every hit of each recovery.
 
+Far-side points are planned from the same dry run: each request provider NAME accepted in
+it is one case, ``crash@accepted.NAME#k`` for k = 1..count (``harness.engine._far_side``).
+Depth 2 adds second crashes at the recovery's boundaries only.
+
 The dry run's counts are the denominator of the coverage figure the report gives: a sweep
 that did not crash at some (boundary, hit) it saw in the dry run says so.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.engine import _far_side
 from harness.engine.campaign import Campaign, CaseResult
 from harness.engine.schedule import CaseSpec, Step
 
@@ -66,10 +71,18 @@ def sweep(
 
     coverage = SweepCoverage()
     dry = campaign.run(CaseSpec())
-    boundaries = campaign.settings.system.boundaries
+    boundaries = tuple(
+        b for b in campaign.settings.system.boundaries if not _far_side.is_far_side(b)
+    )
     first_hits = dry.hits_by_worker.get("w1", {})
     pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
     coverage.unreached = [b for b in boundaries if not first_hits.get(b)]
+    # every request each provider accepted in the dry run is a far-side point
+    for name in campaign.providers:
+        point = _far_side.point(name)
+        pairs += [(point, k) for k in range(1, dry.reached.get(point, 0) + 1)]
+        if not dry.reached.get(point):
+            coverage.unreached.append(point)
     coverage.plan = [dry.spec.id, *(CaseSpec("crash", b, h).id for b, h in pairs)]
     keep_dry = True
     if shard is not None:
