@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
 from harness.clock import SharedClock, start_for_seed
-from harness.engine import _db, _faketime, _provider_watch, _scratch, _secrets
+from harness.engine import _db, _faketime, _far_side, _provider_watch, _scratch, _secrets
 from harness.engine import credentials as credentials_mod
 from harness.engine import trace as trace_store
 from harness.engine._case import ANOMALIES, CaseContext, Landing, StepRecord
@@ -433,8 +433,9 @@ def run_campaign(
     settings: CampaignSettings, *, on_case: Callable[[CaseResult], None] | None = None
 ) -> CampaignResult:
     """Run every case of a campaign against one provider process and one supervisor."""
-    cases = settings.cases if settings.cases is not None else default_cases(settings.system)
-    validate_cases(settings.system, cases)
+    names = [spec.name for spec in settings.provider_specs()]
+    cases = settings.cases if settings.cases is not None else default_cases(settings.system, names)
+    validate_cases(settings.system, cases, names)
     from harness.engine.parallel import run_cases
 
     with Campaign(settings) as campaign:
@@ -702,7 +703,7 @@ def run_case(
         workers=ctx.outcomes,
         intended=sum(len(d) for d in ctx.intended.values()),
         accepted=sum(1 for e in observation.effects or () if e.accepted),
-        reached=trace_store.boundaries_reached(events),
+        reached=_with_far_side(trace_store.boundaries_reached(events), observation.effects),
         targets=trace_store.point_targets(events),
         hits_by_worker=_hits_by_worker(events),
         # a crash scoped to one process (a work-horse) leaves its worker running
@@ -1085,6 +1086,20 @@ def _verdict(
     if any(o.kind in ANOMALIES for o in outcomes) or undecided or evidence_doubted:
         return Status.UNKNOWN
     return Status.PASS
+
+
+def _with_far_side(
+    reached: dict[str, int], effects: tuple[EffectRow, ...] | None
+) -> dict[str, int]:
+    """``reached`` plus every provider's far-side point: each accepted effect of provider
+    NAME in the case's epoch is a hit of ``accepted.NAME`` (a held one included, so the
+    crash line the harness wrote there is not counted twice)."""
+    out = {b: n for b, n in reached.items() if not _far_side.is_far_side(b)}
+    for eff in effects or ():
+        if eff.accepted:
+            point = _far_side.point(eff.provider)
+            out[point] = out.get(point, 0) + 1
+    return out
 
 
 def _spawn_index(worker: str) -> tuple[int, str]:

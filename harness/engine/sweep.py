@@ -4,6 +4,10 @@
 A system that discovers its points (``System.discover``: a program that declares none) is
 swept at every near-side point its dry run reached (``before_send.WHERE``, ...), at each hit.
 
+Far-side points are planned from the same dry run: each request provider NAME accepted in
+it is one case, ``crash@accepted.NAME#k`` for k = 1..count (``harness.engine._far_side``).
+Depth 2 adds second crashes at the recovery's boundaries only.
+
 The dry run's counts are the denominator of the coverage figure the report gives: a sweep
 that did not crash at some (boundary, hit) it saw in the dry run says so.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from harness.engine import _far_side
 from harness.engine.campaign import Campaign, CaseResult, with_discovered
 from harness.engine.schedule import CaseSpec, Step
 
@@ -80,12 +85,18 @@ def sweep(
         system = replace(system, boundaries=with_discovered(system, dry))
         for settings in {id(s): s for s in (campaign.settings, campaign.given_settings)}.values():
             settings.system = system
-    boundaries = system.boundaries
+    boundaries = tuple(b for b in system.boundaries if not _far_side.is_far_side(b))
     if on_dry_run is not None:
         on_dry_run(dry)
     first_hits = dry.hits_by_worker.get("w1", {})
     pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
     coverage.unreached = [b for b in boundaries if not first_hits.get(b)]
+    # every request each provider accepted in the dry run is a far-side point
+    for name in campaign.providers:
+        point = _far_side.point(name)
+        pairs += [(point, k) for k in range(1, dry.reached.get(point, 0) + 1)]
+        if not dry.reached.get(point):
+            coverage.unreached.append(point)
     coverage.plan = [dry.spec.id, *(CaseSpec("crash", b, h).id for b, h in pairs)]
     keep_dry = True
     if shard is not None:
