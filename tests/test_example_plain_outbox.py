@@ -59,9 +59,10 @@ def test_the_plain_worker_imports_nothing_of_the_harness() -> None:
 
 
 def test_the_discovered_sweep_finds_the_duplicate(tmp_path: Path) -> None:
-    """The sweep lists the commits and sends it discovered, crashes at every hit of each,
-    and exits 1 naming exactly_once_effect: a crash after the receiver accepted the webhook
-    (after the send, or before the commit that records it) sends it again. A crash before
+    """The sweep lists the commits and sends it discovered, crashes at every hit of each
+    and at every webhook the receiver accepted, and exits 1 naming exactly_once_effect: a
+    crash after the receiver accepted the webhook (after the send, before the commit that
+    records it, or the receiver holding its reply) sends it again. A crash before
     the send, or after the commit, does not; the replay line reruns one failing case."""
     status, said, report = _harness(ROOT, tmp_path, "sweep", "examples/plain_outbox/plain.toml")
     assert status == 1, said
@@ -73,6 +74,9 @@ def test_the_discovered_sweep_finds_the_duplicate(tmp_path: Path) -> None:
     failed = {re.sub(r"\.\d+#", "#", c) for c, v in verdicts.items() if v == "fail"}
     passed = {re.sub(r"\.\d+#", "#", c) for c, v in verdicts.items() if v == "pass"}
     assert {"crash@after_send.worker#1", "crash@after_send.worker#2"} <= failed, verdicts
+    # the same window from the receiver's side: its k-th accepted webhook, reply held
+    assert {"crash@accepted.webhook#1", "crash@accepted.webhook#2"} <= set(verdicts), verdicts
+    assert verdicts["crash@accepted.webhook#1"] == "fail", verdicts
     assert {"baseline", "crash@before_send.worker#1", "crash@after_commit.worker#2"} <= passed
     assert all(v in ("pass", "fail") for v in verdicts.values()), verdicts
     broken = {
@@ -116,8 +120,11 @@ def test_certify_system_cmd_certifies_an_unchanged_worker(tmp_path: Path) -> Non
         EXAMPLE, tmp_path, "certify", "--system-cmd", fixed, "--seed", "1", *RECEIVER
     )
     assert status == 0, said
-    assert "boundaries covered 8/8" in said, said
-    assert {c["verdict"] for c in report["cases"]} == {"pass"}
+    assert re.search(r"boundaries covered (\d+)/\1 ", said), said
+    verdicts = {c["id"]: c["verdict"] for c in report["cases"]}
+    assert set(verdicts.values()) == {"pass"}, verdicts
+    assert "crash@accepted.webhook#1" in verdicts
+    assert any(re.fullmatch(r"crash@after_send\.worker_fixed\.\d+#1", c) for c in verdicts)
     naive = f"{SETTINGS} python worker.py"
     status, said, report = _harness(
         EXAMPLE, tmp_path, "certify", "--system-cmd", naive, "--seed", "1", *RECEIVER
