@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -28,6 +28,9 @@ from harness.names import BOUNDARIES
 from harness.presets import PresetFacts
 from harness.snapshot import LedgerSnapshot, unread_ledger
 from harness.worker_config import WorkerConfig
+
+if TYPE_CHECKING:
+    from harness.worker_env import CommandTemplate
 
 #: the harness's own subjects, by the name ``--system`` gives them: where each is found
 SUBJECTS: Mapping[str, str] = {"reference": "harness.reference.system:SYSTEM"}
@@ -74,6 +77,9 @@ class System:
     #: declares no boundaries; off for a system that does, unless its scenario or the
     #: command line asks (``discover = true``, ``--discover``)
     discover: bool = False
+    #: a program's own environment and arguments, as templates (``harness.worker_env``):
+    #: checked against each campaign's database and providers before any case runs
+    templates: CommandTemplate | None = None
 
 
 def _subject(name: str) -> System:
@@ -176,6 +182,7 @@ def command_system(
         speaks=_subject("reference").speaks if _is_reference_program(argv) else None,
         intent=intent,
         discover=discover,
+        templates=template if template.env or template.uses_placeholders() else None,
     )
 
 

@@ -243,6 +243,25 @@ class CommandTemplate:
         for word in self.argv:
             check(word, providers, where=where, secret_ok=False)
 
+    def uses_placeholders(self) -> bool:
+        """Whether any argument names a placeholder (the environment always counts)."""
+        return any(placeholders(word) for word in self.argv)
+
+    def check_campaign(self, *, database: str, providers: Sequence[str]) -> None:
+        """Before any case runs: every placeholder names a provider this campaign has, and
+        none asks for what its database is not (``{db.path}`` of PostgreSQL, ``{db.schema}``
+        of SQLite)."""
+        where = f"--system cmd:{self.name}"
+        self.check(providers, where=where)
+        wrong = {"postgresql": "db.path", "sqlite": "db.schema"}[database]
+        for template in [*self.env.values(), *self.argv]:
+            if wrong in placeholders(template):
+                other = "SQLite file" if wrong == "db.path" else "PostgreSQL schema"
+                raise TemplateError(
+                    f"{where}: {{{wrong}}} is a {other}, and this campaign's database is"
+                    f" {'PostgreSQL' if database == 'postgresql' else 'SQLite'}; use {{db.url}}"
+                )
+
     @property
     def name(self) -> str:
         """The command with its environment written before it: the whole system, so a

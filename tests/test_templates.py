@@ -223,3 +223,26 @@ def test_templates_fill_from_a_workers_config() -> None:
     assert render("{db.schema}", pg) == "ch_case1"
     with pytest.raises(TemplateError, match=r"PostgreSQL; use \{db\.url\}"):
         render("{db.path}", pg)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ("X={db.schema}", "{db.schema} is a PostgreSQL schema, and this campaign's database is"),
+        ("X={provider.mail.url}", "unknown placeholder {provider.mail.url}"),
+    ],
+)
+def test_a_template_this_campaign_cannot_fill_is_refused_before_any_case(
+    tmp_path: Path, settings: str, expected: str
+) -> None:
+    """On the command line the providers and the database are known only once the campaign
+    is set up: a placeholder naming a provider it does not have, or a database it does not
+    use, is bad input then (exit 2), before the dry run starts a worker."""
+    (tmp_path / "worker.py").write_text("raise SystemExit('never started')\n")
+    proc = _harness(
+        tmp_path, "certify", "--system-cmd", f"{settings} python worker.py", "--seed", "1"
+    )
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2, said
+    assert expected in said, said
+    assert "never started" not in said

@@ -205,6 +205,13 @@ class Campaign:
             _secrets.hand_out_url(settings.db_url)
         if settings.db_url is not None and settings.db_url.startswith("postgresql"):
             _db.check_reachable(settings.db_url)
+        if settings.system.templates is not None:  # a program's own settings, fillable here
+            settings.system.templates.check_campaign(
+                database="postgresql"
+                if (settings.db_url or "").startswith("postgresql")
+                else "sqlite",
+                providers=[spec.name for spec in settings.provider_specs()],
+            )
         self.workload = workload_for(settings)
         self.made_workdir = settings.workdir is None
         self.workdir = settings.workdir or _scratch.make_workdir("crash-harness-")
