@@ -398,13 +398,15 @@ def test_a_users_own_sitecustomize_still_runs(
     own = tmp_path / "own_site"
     own.mkdir()
     marker = tmp_path / "own_site_ran"
-    (own / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (own / "sitecustomize.py").write_text(  # says which program it ran in
+        f"import sys\nopen({str(marker)!r}, 'a').write(sys.argv[0] + '\\n')\n"
+    )
     script = tmp_path / "plain_worker.py"
     script.write_text(PLAIN)
     monkeypatch.setenv("PYTHONPATH", str(own))  # the user's, inherited by the forked worker
     outcome, hits = _run(tmp_path, _exec(script, url, str(tmp_path / "w.db")), [])
     assert outcome.kind is OutcomeKind.COMPLETED, outcome.stderr_tail
-    assert marker.exists()  # theirs ran
+    assert str(script) in marker.read_text().splitlines()  # theirs ran in the worker
     assert hits  # and so did ours
 
 
@@ -432,3 +434,247 @@ def test_a_call_site_is_a_stem_a_case_id_can_hold(filename: str, line: int, wher
 
     assert _hooks.point_where(filename, line) == where
     assert CaseSpec.parse(f"crash@after_send.{where}#1").boundary == f"after_send.{where}"
+
+
+# -- the plan: certify, sweep and case ids over discovered points --------------------------------
+
+#: a program certified through the harness's command route; it reads its settings with the
+#: harness's helpers, but marks no boundary: what it sends is found
+SENDER = """\
+import requests
+from harness import WorkerConfig, jobs
+
+for job in list(jobs(WorkerConfig.from_env())):
+    requests.post(job.url, json=job.message, headers=job.headers, timeout=30)  # SEND
+"""
+
+
+def _cli(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", *args, "--report-dir", str(tmp_path / "r")],
+        cwd=tmp_path,
+        env=dict(
+            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    path = tmp_path / "r" / "report.json"
+    report = json.loads(path.read_text()) if path.exists() else {}
+    return proc.returncode, proc.stdout + proc.stderr, report
+
+
+def test_certify_lists_discovered_points_and_a_case_id_mixes_them_with_named_ones(
+    tmp_path: Path,
+) -> None:
+    mixed = SENDER.replace("  # SEND", "  # SEND\n    boundary('after_provider_accept')")
+    mixed = "from harness import boundary\n" + mixed
+    (tmp_path / "prog.py").write_text(mixed)
+    send = f"after_send.prog.{line_of(mixed, 'SEND')}"
+    case = f"crash@{send}#2+crash@after_provider_accept#1"
+    status, said, report = _cli(
+        tmp_path,
+        *("certify", "--system-cmd", "python prog.py", "--seed", "3", "--case", case),
+        *("--set", "provider_faults=[]"),
+    )
+    assert status == 0, said
+    assert "discovered 2 near-side point(s)" in said, said
+    listed = [line for line in said.splitlines() if line.strip().startswith(send)]
+    assert len(listed) == 1, said
+    assert "POST 127.0.0.1:" in listed[0]
+    assert "/v1/messages" in listed[0], listed
+    (only,) = report["cases"]
+    assert only["id"] == case
+    assert [x["landing"] for x in only["landings"]] == ["landed", "landed"], only["landings"]
+
+
+def test_a_program_with_no_send_nor_commit_is_a_coverage_gap(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text("print('nothing to do')\n")
+    status, said, _ = _cli(tmp_path, "certify", "--system-cmd", "python prog.py", "--seed", "3")
+    assert status == 1, said
+    assert "dry run reached: no boundary" in said, said
+    assert "coverage gap: the program reached no boundary() and no send or commit" in said
+
+
+def test_sweep_crashes_every_hit_of_every_discovered_point(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text(SENDER)
+    (tmp_path / "plain.toml").write_text(
+        '[scenario]\nsystem = "cmd:python prog.py"\nseed = 5\n'
+        "[workload]\nruns = 1\ndestinations_per_topic = 2\n[provider]\nfaults = []\n"
+    )
+    status, said, report = _cli(tmp_path, "sweep", "plain.toml", "--determinism", "0")
+    assert status == 0, said
+    send = line_of(SENDER, "SEND")
+    assert "discovered 2 near-side point(s)" in said, said
+    sweep = report["sweep"]
+    ids = [c["id"] for c in report["cases"]]
+    assert ids == [
+        "baseline",
+        f"crash@before_send.prog.{send}#1",
+        f"crash@before_send.prog.{send}#2",
+        f"crash@after_send.prog.{send}#1",
+        f"crash@after_send.prog.{send}#2",
+    ]
+    assert (sweep["pairs_expected"], sweep["pairs_covered"]) == (4, 4), sweep
+    assert report["summary"]["boundaries_documented"] == 2
+
+
+def test_a_process_that_cannot_import_the_harness_says_so(tmp_path: Path) -> None:
+    """Another interpreter, another venv: if even the harness's own source root does not
+    import, the process runs unhooked and says so on its stderr, never silently."""
+    broken = tmp_path / "shadow" / "harness"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('not this harness')\n")
+    _boundary.configure(trace_path=str(tmp_path / "t"), worker="w1", arms=[])
+    try:
+        env = dict(os.environ, **_hooks.child_env({"PYTHONPATH": str(tmp_path / "shadow")}))
+    finally:
+        _boundary.disarm()
+    said = subprocess.run(
+        [sys.executable, "-c", "print('ran')"], env=env, capture_output=True, text=True, check=True
+    )
+    assert said.stdout == "ran\n"
+    assert "crash-harness: no near-side hooks in pid" in said.stderr, said.stderr
+    assert "not this harness" in said.stderr
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_a_grandchild_keeps_the_harness_pipes_only_if_it_holds_them(
+    tmp_path: Path, *, passed: bool
+) -> None:
+    """``subprocess`` closes the pipes it is not passed: a grandchild then has the plan but no
+    pipes, and must not take whatever file has their numbers for them (here: pipes of its
+    own, opened until they have those numbers)."""
+    events_r, events_w = os.pipe()
+    control_r, control_w = os.pipe()
+    _boundary.configure(
+        trace_path=str(tmp_path / "t"),
+        worker="w1",
+        arms=[],
+        events_fd=events_w,
+        control_fd=control_r,
+    )
+    try:
+        # armed at ``import harness``, below, once its own pipes hold the numbers
+        env = dict(os.environ, **_boundary.handoff_env(), PYTHONPATH=str(ROOT))
+    finally:
+        _boundary.disarm()
+    probe = """
+import json, os
+plan = json.loads(os.environ["CRASH_HARNESS_CONTROL"])
+mine = []
+while True:  # until both numbers are open: passed to it, or pipes of its own
+    try:
+        os.fstat(plan["events_fd"]); os.fstat(plan["control_fd"])
+        break
+    except OSError:
+        mine.append(os.pipe())
+from harness.engine import _boundary as b
+print(b._tracer.events_fd, b._tracer.control_fd)
+"""
+    try:
+        said = subprocess.run(
+            [sys.executable, "-c", probe],
+            env=env,
+            pass_fds=(events_w, control_r) if passed else (),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        for fd in (events_r, events_w, control_r, control_w):
+            os.close(fd)
+    held = f"{events_w} {control_r}" if passed else "None None"
+    assert said.stdout.strip() == held, said.stderr
+
+
+def test_what_a_point_talked_to_is_a_reading_of_the_run_not_content() -> None:
+    """Two runs of one seed talk to other ports, epochs and temp files: ``point_targets``
+    is set aside when they are compared, the points and their hits are not."""
+    from harness.engine.determinism import content
+
+    case = {
+        "boundaries_reached": {"after_send.w.3": 2},
+        "point_targets": {"after_send.w.3": ["POST 127.0.0.1:41503/epoch/2/v1/messages"]},
+    }
+    seen = content({"cases": [case]})["cases"][0]
+    assert seen == {"boundaries_reached": {"after_send.w.3": 2}, "point_targets": "<point_targets>"}
+
+
+@pytest.mark.parametrize(
+    ("system", "line", "discovers"),
+    [
+        ('"reference"', "discover = true", True),  # asked: on beside its boundaries
+        ('"reference"', "", False),  # a system that declares its boundaries: off
+        ('"cmd:python prog.py"', "", True),  # a program that declares none: on
+        ('"cmd:python prog.py"', "discover = false", False),
+    ],
+)
+def test_a_scenario_turns_discovery_on_or_off(
+    tmp_path: Path, system: str, line: str, *, discovers: bool
+) -> None:
+    from harness.engine import scenario as scenario_mod
+
+    path = tmp_path / "s.toml"
+    path.write_text(f"[scenario]\nsystem = {system}\n{line}\n")
+    assert scenario_mod.load(path).build_system().discover is discovers
+
+
+def test_a_scenario_discover_that_is_not_a_bool_names_its_line(tmp_path: Path) -> None:
+    from harness.engine import scenario as scenario_mod
+    from harness.errors import BadInputError
+
+    path = tmp_path / "s.toml"
+    path.write_text('[scenario]\nsystem = "reference"\ndiscover = "yes"\n')
+    with pytest.raises(BadInputError, match=r"s.toml:3: \[scenario.discover\] expected bool"):
+        scenario_mod.load(path)
+
+
+#: a worker committing on PostgreSQL through psycopg itself (and psycopg commits again as its
+#: block ends, at the `with` line), then through SQLAlchemy on it
+PSYCOPG = """\
+import psycopg
+import sqlalchemy
+
+
+def main(url):
+    with psycopg.connect(url) as conn:  # EXIT
+        conn.execute("select 1")
+        conn.commit()  # PSYCOPG
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:  # ENGINE
+        conn.exec_driver_sql("select 1")
+    engine.dispose()
+"""
+
+
+@pytest.mark.postgres
+def test_psycopg_commits_are_points_once_each(tmp_path: Path) -> None:
+    url = os.environ.get("CRASH_HARNESS_PG_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("CRASH_HARNESS_PG_URL is not set; CI must test PostgreSQL")
+        pytest.skip("set CRASH_HARNESS_PG_URL to test PostgreSQL")
+    module = tmp_path / "pg_worker.py"
+    module.write_text(PSYCOPG)
+
+    def target() -> None:  # pragma: no cover - runs in the forked worker
+        import runpy
+
+        runpy.run_path(str(module))["main"](url)
+
+    outcome, hits = _run(tmp_path, target, [])
+    assert outcome.kind is OutcomeKind.COMPLETED, outcome.stderr_tail
+    plain, end, engine = (line_of(PSYCOPG, m) for m in ("PSYCOPG", "EXIT", "ENGINE"))
+    assert [e.boundary for e in hits] == [
+        f"before_commit.pg_worker.{plain}",
+        f"after_commit.pg_worker.{plain}",
+        f"before_commit.pg_worker.{end}",
+        f"after_commit.pg_worker.{end}",
+        f"before_commit.pg_worker.{engine}",
+        f"after_commit.pg_worker.{engine}",
+    ]
+    (target_seen,) = trace_store.point_targets(hits)[f"after_commit.pg_worker.{plain}"]
+    assert target_seen.startswith("postgresql://")

@@ -33,6 +33,7 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -313,6 +314,8 @@ def control_env(
             "arms": [a.to_json() for a in arms],
             "events_fd": events_fd,
             "control_fd": control_fd,
+            "events_id": _identity(events_fd),
+            "control_id": _identity(control_fd),
             "tree": None if tree is None else tree.to_json(),
             "counters": counter_dir,
         }
@@ -340,6 +343,32 @@ def handoff_env() -> dict[str, str]:
     }
 
 
+def _identity(fd: int | None) -> list[int] | None:
+    """What tells this pipe from any other file that may later have its number."""
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _pipe_or_none(fd: object, identity: object) -> int | None:
+    """``fd`` if this process still holds the harness's very pipe there: a grandchild started
+    by ``subprocess`` (which closes what it was not passed) inherits the plan but not the
+    pipes, and must not write "paused" into whatever file now has that number."""
+    if not isinstance(fd, int):
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    if not stat.S_ISFIFO(st.st_mode):
+        return None
+    return fd if identity is None or identity == [st.st_dev, st.st_ino] else None
+
+
 def _configure_from_env() -> None:
     raw = os.environ.get(CONTROL_ENV)
     if not raw:
@@ -350,8 +379,8 @@ def _configure_from_env() -> None:
         trace_path=data["trace"],
         worker=data["worker"],
         arms=[Arm.from_json(a) for a in data.get("arms", [])],
-        events_fd=data.get("events_fd"),
-        control_fd=data.get("control_fd"),
+        events_fd=_pipe_or_none(data.get("events_fd"), data.get("events_id")),
+        control_fd=_pipe_or_none(data.get("control_fd"), data.get("control_id")),
         tree=None if tree is None else ProcessTree.from_json(tree),
         counter_dir=data.get("counters"),
     )

@@ -14,7 +14,8 @@ worker's tree, the calls through which a worker's effects leave it:
   ``commit`` and ``with conn:`` are hooked: the C type cannot be patched), SQLAlchemy
   (``Connection._commit_impl``: engines and sessions alike) and ``psycopg.Connection.commit``,
   as ``before_commit`` / ``after_commit``. A commit SQLAlchemy makes through a hooked driver
-  is one commit, not two (the inner hook stays quiet).
+  is one commit, not two: the driver's hook meets the SQLAlchemy hook's frame (the harness's
+  own) on its way out to the worker's, and stays quiet.
 
 Each point is named ``KIND.WHERE`` with WHERE the worker's own call site, ``<file stem>.<line>``
 of the first frame outside the standard library and site-packages, e.g.
@@ -42,7 +43,6 @@ import os
 import re
 import sys
 import sysconfig
-import threading
 from collections.abc import Callable, Sequence
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
@@ -65,7 +65,6 @@ _OWN_DIRS = (_HARNESS_DIR + os.sep, os.path.join(_ROOT, "fake_providers") + os.s
 
 _LIBRARY, _OWN, _WORKER = 0, 1, 2
 _kinds_by_file: dict[str, int] = {}
-_quiet = threading.local()
 _installed = False
 
 
@@ -120,26 +119,11 @@ def _call_site(frame: FrameType | None) -> str | None:
 
 def _hit(kind: str, target: str) -> None:
     tracer = _boundary._tracer
-    if tracer is None or _in_commit():
+    if tracer is None:
         return
     where = _call_site(sys._getframe(2))
     if where is not None:
         tracer.hit(f"{kind}.{where}", {"target": target})
-
-
-def _in_commit() -> bool:
-    depth: int = getattr(_quiet, "depth", 0)
-    return depth > 0
-
-
-class _Quiet:
-    """Inside a hooked commit: a driver's commit underneath is the same commit."""
-
-    def __enter__(self) -> None:
-        _quiet.depth = getattr(_quiet, "depth", 0) + 1
-
-    def __exit__(self, *exc: object) -> None:
-        _quiet.depth -= 1
 
 
 # -- HTTP ---------------------------------------------------------------------------------------
@@ -167,6 +151,16 @@ def _patch_http_client(module: ModuleType) -> None:
     conn.putrequest, conn.getresponse = hooked_putrequest, hooked_getresponse
 
 
+def _target_of(describe: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+    """What a point talks to, for the trace; a call whose target cannot be read (a closed
+    socket, a library's other shape) is still a point, with target ``?``: describing it
+    must never break the worker's own call."""
+    try:
+        return describe(*args, **kwargs)
+    except Exception:
+        return "?"
+
+
 def _around(kind: str, original: Callable[..., Any], target: Callable[..., str]) -> Any:
     """``original`` with ``before_KIND`` before it and ``after_KIND`` once it returned."""
 
@@ -174,7 +168,7 @@ def _around(kind: str, original: Callable[..., Any], target: Callable[..., str])
     def hooked(*args: Any, **kwargs: Any) -> Any:
         if _boundary._tracer is None:
             return original(*args, **kwargs)
-        what = target(*args, **kwargs)
+        what = _target_of(target, *args, **kwargs)
         _hit(f"before_{kind}", what)
         result = original(*args, **kwargs)
         _hit(f"after_{kind}", what)
@@ -188,7 +182,7 @@ def _around_async(kind: str, original: Callable[..., Any], target: Callable[...,
     async def hooked(*args: Any, **kwargs: Any) -> Any:
         if _boundary._tracer is None:
             return await original(*args, **kwargs)
-        what = target(*args, **kwargs)
+        what = _target_of(target, *args, **kwargs)
         _hit(f"before_{kind}", what)
         result = await original(*args, **kwargs)
         _hit(f"after_{kind}", what)
@@ -248,7 +242,7 @@ def _hooked_sqlite_class(factory: Any) -> type:
         return found
 
     def commit(self: Any) -> None:
-        if _boundary._tracer is None or _in_commit():
+        if _boundary._tracer is None:
             return factory.commit(self)  # type: ignore[no-any-return]
         target = _sqlite_target(self)
         _hit("before_commit", target)
@@ -258,7 +252,7 @@ def _hooked_sqlite_class(factory: Any) -> type:
 
     def __exit__(self: Any, exc_type: Any, exc: Any, tb: Any) -> Any:
         # the C ``__exit__`` commits without looking ``commit`` up: hook it here too
-        if exc_type is not None or _boundary._tracer is None or _in_commit():
+        if exc_type is not None or _boundary._tracer is None:
             return factory.__exit__(self, exc_type, exc, tb)
         target = _sqlite_target(self)
         _hit("before_commit", target)
@@ -314,12 +308,11 @@ def _patch_sqlalchemy(module: ModuleType) -> None:
 
     @functools.wraps(original)
     def hooked(self: Any) -> Any:
-        if _boundary._tracer is None or _in_commit():
+        if _boundary._tracer is None:
             return original(self)
-        target = _sqlalchemy_target(self)
+        target = _target_of(_sqlalchemy_target, self)
         _hit("before_commit", target)
-        with _Quiet():
-            result = original(self)
+        result = original(self)
         _hit("after_commit", target)
         return result
 
@@ -337,9 +330,9 @@ def _patch_psycopg(module: ModuleType) -> None:
 
     @functools.wraps(original)
     def hooked(self: Any) -> Any:
-        if _boundary._tracer is None or _in_commit():
+        if _boundary._tracer is None:
             return original(self)
-        target = _psycopg_target(self)
+        target = _target_of(_psycopg_target, self)
         _hit("before_commit", target)
         result = original(self)
         _hit("after_commit", target)

@@ -329,6 +329,17 @@ class Campaign:
             provider_faults=campaign_faults(facts, self.workload.provider_faults),
         )
 
+    def adopt_discovered(self, dry: CaseResult) -> System:
+        """After the dry run ``dry`` of a discovering system (``System.discover``): its
+        points found there (a program's boundaries, every near-side point) become the
+        system's boundaries for every case and job of this campaign, and for its report."""
+        system = self.settings.system
+        if system.discover:
+            system = replace(system, boundaries=with_discovered(system, dry))
+            for settings in {id(s): s for s in (self.settings, self.given_settings)}.values():
+                settings.system = system
+        return system
+
     def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult:
         assert self.provider is not None, "use `with Campaign(...)`"
         assert self.supervisor is not None

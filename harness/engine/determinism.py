@@ -39,8 +39,9 @@ DURATIONS = frozenset(
     {"duration_s", "detection_s", "waited_s", "max_detection_s", "schedules_per_second"}
 )
 #: keys whose values the operating system or the run's temp dir chose, or a worker printed
-#: (a log line's own timestamp, a stack's addresses)
-MACHINE = frozenset({"pid", "workdir", "stderr_tail", "stack_dump"})
+#: (a log line's own timestamp, a stack's addresses); what discovered points talked to (a
+#: provider's port, a case's epoch and database file)
+MACHINE = frozenset({"pid", "workdir", "stderr_tail", "stack_dump", "point_targets"})
 #: sums over cases that count boundary hits (report section, key): measured once any case
 #: raced
 HIT_SUMS = (("coverage", "hits_reached"), ("explore", "schedules_reaching"))

@@ -148,6 +148,7 @@ def explore(
         **dry.hits_by_worker.get("w1", {}),
         **{b: n for b, n in dry.reached.items() if _far_side.is_far_side(b)},
     }
+    campaign.adopt_discovered(dry)  # a discovering system's points are drawn like boundaries
     if jobs == 1:
         found = _search(
             campaign,

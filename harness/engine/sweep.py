@@ -15,10 +15,10 @@ that did not crash at some (boundary, hit) it saw in the dry run says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from harness.engine import _far_side
-from harness.engine.campaign import Campaign, CaseResult, with_discovered
+from harness.engine.campaign import Campaign, CaseResult
 from harness.engine.schedule import CaseSpec, Step
 
 
@@ -78,14 +78,11 @@ def sweep(
 
     coverage = SweepCoverage()
     dry = campaign.run(CaseSpec())
-    system = campaign.settings.system
-    if system.discover:
-        # what the dry run found (a program's boundaries, every near-side point) is what the
-        # sweep crashes, and what its coverage and the report count, like a named boundary
-        system = replace(system, boundaries=with_discovered(system, dry))
-        for settings in {id(s): s for s in (campaign.settings, campaign.given_settings)}.values():
-            settings.system = system
-    boundaries = tuple(b for b in system.boundaries if not _far_side.is_far_side(b))
+    # what the dry run found (a program's boundaries, every near-side point) is what the sweep
+    # crashes, and what its coverage and the report count, like a named boundary; far-side
+    # points are planned below, one per accepted request of the dry run
+    found = campaign.adopt_discovered(dry).boundaries
+    boundaries = tuple(b for b in found if not _far_side.is_far_side(b))
     if on_dry_run is not None:
         on_dry_run(dry)
     first_hits = dry.hits_by_worker.get("w1", {})

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from harness import __version__
 from harness.engine import _secrets
 from harness.errors import BadInputError
-from harness.names import BOUNDARIES
+from harness.names import BOUNDARIES, NEAR_SIDE_KINDS, near_side_kind
 
 if TYPE_CHECKING:
     from harness.engine.campaign import CampaignResult, CampaignSettings, CaseResult
@@ -238,7 +238,7 @@ def coverage(
         reached = sum(int(c.get("boundaries_reached", {}).get(name, 0)) for c in cases)
         entry: dict[str, Any] = {
             "boundary": name,
-            "description": BOUNDARIES.get(name, ""),
+            "description": BOUNDARIES.get(name) or _point_description(name),
             "covered": bool(landed),
             "planned": full or name in planned,
             "cases": landed,
@@ -248,6 +248,13 @@ def coverage(
             entry["pending"] = True
         entries.append(entry)
     return entries
+
+
+def _point_description(name: str) -> str:
+    """A discovered near-side point: what its kind means (what it talked to is a reading of
+    the run, a port and a temp path: in each case's ``point_targets``, not here)."""
+    kind = near_side_kind(name)
+    return "" if kind is None else NEAR_SIDE_KINDS[kind]
 
 
 def _boundaries_of(case_id: str) -> list[str]:
