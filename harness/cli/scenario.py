@@ -227,7 +227,7 @@ def _execute(
         elif mode == "list":
             cases = list(scenario.cases)
         else:
-            cases = default_cases(settings.system)
+            cases = default_cases(settings.system, [p.name for p in settings.provider_specs()])
         settings.jobs = jobs
         shard_info: dict[str, Any] | None = None
         if shard is not None:
@@ -240,7 +240,8 @@ def _execute(
                 shard_info["plan"] = [c.id for c in cases]
                 cases = shard_cases(cases, shard)
         if mode != "sweep":
-            validate_cases(settings.system, cases)  # every case refused before any runs
+            # every case refused before any runs (a far-side point of no provider too)
+            validate_cases(settings.system, cases, [p.name for p in settings.provider_specs()])
             settings.cases = cases
             progress.plan(len(cases))
         progress.draw()  # "0/M" (a sweep: the label alone until its dry run is done)
