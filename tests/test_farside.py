@@ -311,3 +311,27 @@ def test_a_worker_without_hooks_is_crashed_at_the_far_side_point(tmp_path: Path)
         "accepted.payments",
         1,
     ), said
+
+
+@pytest.mark.parametrize(
+    ("system", "case_id", "verdict"),
+    [
+        ("tests._two_providers:CORRECT", "crash@accepted.pay#1", "pass"),
+        ("tests._two_providers:CORRECT", "crash@accepted.hooks#2", "pass"),
+        ("tests._two_providers:NAIVE", "crash@accepted.pay#1", "fail"),
+    ],
+)
+def test_named_providers_each_have_their_far_side_point(
+    system: str, case_id: str, verdict: str, tmp_path: Path
+) -> None:
+    """``[provider.NAME]``: the named provider holds, the other answers; a worker that keys
+    its resend by attempt duplicates at the first provider when killed at the second."""
+    from tests.test_multiprovider import _result
+
+    result = _result(tmp_path, system, [case_id])
+    (case,) = result.cases
+    assert [r.landing.value for r in case.step_records] == ["landed"], case.notes
+    point = case_id.split("@")[1].split("#")[0]
+    assert (case.workers[0].kind.value, case.workers[0].boundary) == ("crashed_as_planned", point)
+    assert case.verdict.value == verdict, case.notes
+    assert {"accepted.pay", "accepted.hooks"} <= set(case.reached)

@@ -151,13 +151,16 @@ class CampaignResult:
         return "postgresql" if url and url.startswith("postgresql") else "sqlite"
 
     def covered(self) -> list[str]:
+        """The system's boundaries a planned crash landed on (a far-side point counts when
+        the system lists it: a program whose dry run found it; for a declared system the
+        far-side cases are extra to its documented boundaries, not part of the figure)."""
         return sorted(
             {
                 s.boundary
                 for c in self.cases
                 if c.crash_fired
                 for s in c.spec.steps
-                if s.boundary is not None
+                if s.boundary is not None and s.boundary in self.settings.system.boundaries
             }
         )
 

@@ -73,6 +73,8 @@ def _run_far_side(ctx: CaseContext, step: Step, boundary: str, hit: int) -> None
             f" {watch.held.get('seq')}) and its reply held",
             worker=worker,
         )
+    elif watch.held is not None:  # held, but the worker ended before the kill took it
+        ctx.not_landed(step, f"{worker.name} ended ({outcome.kind}) before the kill at {name}")
     elif outcome.ended_normally:
         counted = int(last.get("counted") or 0)
         ctx.not_reached_far_side(step, worker, counted)
