@@ -31,6 +31,7 @@ import json
 import math
 import random
 import re
+import select
 import socket
 import threading
 import time
@@ -53,7 +54,7 @@ from fake_providers._effect_log import FILTER_COLUMNS, EffectLog
 from fake_providers._errors import ProviderError
 from fake_providers._identify import Identified, Identify, Seen
 from fake_providers._options import IDENTIFY_OPTION, Option, option_json, resolve_options
-from fake_providers._records import FaultRule
+from fake_providers._records import ACCEPTED_OUTCOMES, FaultRule
 
 MESSAGE_FIELDS: Final = ("destination", "run_id", "delivery_id", "body", "recognizer")
 """The worker-facing JSON fields of every HTTP preset (recognizer optional for most)."""
@@ -68,6 +69,8 @@ _EPOCH_PATH: Final = re.compile(r"^/epoch/(?P<epoch>[0-9]{1,12})(?P<rest>/.*)?$"
 
 #: how often a ``slow`` request held on a followed clock file looks at the file again
 CLOCK_POLL_S: Final = 0.01
+#: how often a held reply looks whether its sender is gone (a select on its socket)
+HOLD_POLL_S: Final = 0.05
 #: how long a worker request waits for ``slow`` holds that are already due to be decided
 DUE_HOLDS_WAIT_S: Final = 5.0
 
@@ -174,6 +177,22 @@ class _Armed:
     @classmethod
     def arm(cls, rule: FaultRule) -> _Armed:
         return cls(rule=rule, rng=random.Random(rule.seed or 0))
+
+
+@dataclass
+class _Hold:
+    """A far-side crash point armed for one epoch: the ``nth`` accepted effect logged after
+    arming has its reply held (``POST /_admin/hold``), never sent."""
+
+    epoch: int
+    nth: int
+    #: accepted effects of ``epoch`` logged since the hold was armed
+    counted: int = 0
+    #: the log record whose reply is held (set once the ``nth`` one is logged)
+    seq: int | None = None
+    held_at: float | None = None
+    #: True once the request is actually being held (its thread stopped before replying)
+    holding: bool = False
 
 
 @dataclass
@@ -430,6 +449,11 @@ class ProviderApp:
         path = log.epoch_clock_path(self._epoch)
         self._clock_file: FileClock | None = None if path is None else FileClock(path)
         self._faults: list[_Armed] = []
+        #: the far-side crash point armed (``/_admin/hold``); guarded by ``_hold_changed``
+        self._hold: _Hold | None = None
+        self._hold_changed = threading.Condition(threading.Lock())
+        #: set on the thread whose append reached the hold: that thread holds its reply
+        self._hold_here = threading.local()
         self._flights: dict[int, _Flight] = {}
         self._next_flight = 0
         self._minted: dict[tuple[int, str, str], int] = {}
@@ -449,6 +473,9 @@ class ProviderApp:
             Route("/_admin/in_flight", ("GET",), self._admin(self._in_flight)),
             Route("/_admin/drain", ("POST",), self._admin(self._drain)),
             Route("/_admin/audit", ("GET",), self._admin(self._audit)),
+            Route("/_admin/hold", ("POST",), self._admin(self._arm_hold)),
+            Route("/_admin/hold", ("DELETE",), self._admin(self._disarm_hold)),
+            Route("/_admin/held", ("GET",), self._admin(self._held)),
             Route(_browse.PATH, ("GET",), self._browse),
         ]
         self._handlers = {str(i): route.handler for i, route in enumerate(routes)}
@@ -484,6 +511,9 @@ class ProviderApp:
                 if worker_route:
                     self._decide_due_holds()
                 reply = handler(request)
+                if worker_route and self.claim_hold():
+                    self._hold_http(environ)
+                    reply = Reply(json_response(503, {"error": "held"}), drop=True)
         except HTTPException as exc:
             code = exc.code or 500
             reply = Reply(json_response(code, {"error": exc.name.lower()}))
@@ -608,7 +638,7 @@ class ProviderApp:
         replaces the attempt's own (``unattributed: ...``) when given."""
         if reason is not None:
             attempt.reason = reason
-        self.log.append(
+        written = self.log.append(
             epoch=self._epoch if epoch is None else epoch,
             received_at=self.now() if received_at is None else received_at,
             outcome=outcome,
@@ -620,6 +650,8 @@ class ProviderApp:
             request=attempt.sent,
             **attempt.log_fields(),
         )
+        if outcome in ACCEPTED_OUTCOMES:
+            self._count_for_hold(written.epoch, written.seq)
 
     def record(
         self,
@@ -722,6 +754,111 @@ class ProviderApp:
         """The request has been answered (caller holds ``lock``)."""
         self._flights.pop(token, None)
         self._flights_changed.notify_all()
+
+    # -- far-side crash points ------------------------------------------------------------
+
+    def _count_for_hold(self, epoch: int, seq: int) -> None:
+        """An accepted effect was just committed to the log: count it against the armed
+        hold; the one that makes ``nth`` marks this thread to hold its reply."""
+        with self._hold_changed:
+            hold = self._hold
+            if hold is None or hold.epoch != epoch or hold.seq is not None:
+                return
+            hold.counted += 1
+            if hold.counted == hold.nth:
+                hold.seq = seq
+                self._hold_here.hold = hold
+
+    def claim_hold(self) -> bool:
+        """Whether this thread's request reached the armed hold (its effect is committed):
+        then its caller holds the reply and never sends it. Takes the mark off the thread."""
+        hold = getattr(self._hold_here, "hold", None)
+        self._hold_here.hold = None
+        if hold is None:
+            return False
+        with self._hold_changed:
+            hold.holding = True
+            hold.held_at = time.monotonic()
+            self._hold_changed.notify_all()
+        return True
+
+    def hold_over(self, epoch: int) -> bool:
+        """Whether a held reply of ``epoch`` may stop waiting: the server is closing or the
+        epoch is over (the harness moved on); its connection is then cut, never answered."""
+        return self._closing.is_set() or self._epoch != epoch
+
+    def _hold_http(self, environ: WSGIEnvironment) -> None:
+        """Hold an HTTP reply: wait until the client has gone (it was killed: its socket
+        closed) or the epoch is over, then return (the caller cuts the connection)."""
+        epoch = self._epoch
+        sock = environ.get("werkzeug.socket")
+        while not self.hold_over(epoch):
+            if not isinstance(sock, socket.socket):
+                self._closing.wait(HOLD_POLL_S)
+                continue
+            ready, _, _ = select.select([sock], [], [], HOLD_POLL_S)
+            if not ready:
+                continue
+            try:
+                peeked = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return  # reset by the peer: the sender is gone
+            if not peeked:
+                return  # end of stream: the sender is gone
+            self._closing.wait(HOLD_POLL_S)  # it sent more (pipelining): it is still there
+
+    def _arm_hold(self, request: Request) -> Reply:
+        """POST /_admin/hold ``{"epoch": N, "nth": K}``: hold the reply to the K-th request of
+        epoch N (the current one) whose effect is accepted and committed from now on. Only
+        accepted effects count (``fresh``, ``expired_then_accepted``): refused, rejected,
+        deduplicated or faulted requests, lookups and admin calls do not. Replaces any hold."""
+        data = request.get_json(silent=True)
+        shape = 'expected {"epoch": N, "nth": K} with integers N >= 1, K >= 1'
+        if not isinstance(data, dict) or set(data) != {"epoch", "nth"}:
+            return Reply(json_response(400, {"error": shape}))
+        epoch, nth = data["epoch"], data["nth"]
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (epoch, nth)):
+            return Reply(json_response(400, {"error": shape}))
+        with self.lock:
+            current = self._epoch
+        if epoch != current:
+            return Reply(json_response(409, stale_payload(epoch, current)))
+        with self._hold_changed:
+            self._hold = _Hold(epoch=epoch, nth=nth)
+            self._hold_changed.notify_all()
+        return Reply(json_response(200, {"epoch": epoch, "nth": nth}))
+
+    def _disarm_hold(self, _request: Request) -> Reply:
+        """DELETE /_admin/hold: no further request is held. A reply already held stays held
+        (never sent) until its sender is gone or its epoch is over."""
+        with self._hold_changed:
+            hold, self._hold = self._hold, None
+            self._hold_changed.notify_all()
+        return Reply(json_response(200, _hold_json(hold)))
+
+    def _held(self, request: Request) -> Reply:
+        """GET /_admin/held?epoch=N&timeout_s=T: wait (server side, no polling) until the
+        hold armed for epoch N holds a reply, is disarmed or replaced, or T seconds pass;
+        say which (``holding`` true: the request's effect is committed and it gets no
+        reply)."""
+        try:
+            epoch = int(request.args.get("epoch", ""))
+            timeout_s = min(float(request.args.get("timeout_s", "0")), MAX_WAIT_S)
+        except ValueError:
+            return Reply(
+                json_response(400, {"error": "epoch must be an integer, timeout_s a number"})
+            )
+        with self._hold_changed:
+            armed = self._hold
+            if armed is None or armed.epoch != epoch:
+                return Reply(json_response(200, _hold_json(None)))
+            self._hold_changed.wait_for(
+                lambda: armed.holding or self._hold is not armed or self._closing.is_set(),
+                timeout=max(timeout_s, 0.0),
+            )
+            return Reply(json_response(200, _hold_json(armed)))
 
     # -- the shared worker pipeline for MessagePreset -----------------------------------
 
@@ -1157,6 +1294,20 @@ class ProviderApp:
                 },
             )
         )
+
+
+def _hold_json(hold: _Hold | None) -> dict[str, Any]:
+    """What ``/_admin/held`` and ``DELETE /_admin/hold`` say of a hold (None: none armed)."""
+    if hold is None:
+        return {"armed": False, "holding": False, "epoch": None, "nth": None, "counted": 0}
+    return {
+        "armed": True,
+        "holding": hold.holding,
+        "epoch": hold.epoch,
+        "nth": hold.nth,
+        "counted": hold.counted,
+        "seq": hold.seq,
+    }
 
 
 def _html(status: int, page: str, headers: Mapping[str, str]) -> Response:

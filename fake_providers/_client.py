@@ -195,6 +195,29 @@ class AdminClient:
         )
         return result
 
+    def arm_hold(self, epoch: int, nth: int) -> None:
+        """A far-side crash point: the ``nth`` request of ``epoch`` (the current one) whose
+        effect the provider accepts and commits from now on gets no reply; it is held until
+        its sender is gone or the epoch is over, then its connection is cut. Only accepted
+        effects count (``fresh``, ``expired_then_accepted``). Replaces any armed hold."""
+        self._call("POST", "/_admin/hold", json={"epoch": epoch, "nth": nth})
+
+    def wait_held(self, epoch: int, *, timeout_s: float = 10.0) -> dict[str, Any]:
+        """Wait (server side, no polling) until the hold armed for ``epoch`` holds a reply,
+        is disarmed, or ``timeout_s`` passes; return ``{"armed", "holding", "epoch", "nth",
+        "counted", "seq"}`` (``holding`` true: effect ``seq`` is committed, unanswered)."""
+        params = [("epoch", str(epoch)), ("timeout_s", str(timeout_s))]
+        result: dict[str, Any] = self._call(
+            "GET", "/_admin/held", params=params, timeout_s=timeout_s + 5
+        )
+        return result
+
+    def disarm_hold(self) -> dict[str, Any]:
+        """No further request is held; return what the hold was (a reply already held stays
+        unanswered). Wakes every ``wait_held``."""
+        result: dict[str, Any] = self._call("DELETE", "/_admin/hold")
+        return result
+
     def set_faults(self, rules: Sequence[FaultRule]) -> None:
         """Replace the fault rules (their match counters start from zero)."""
         self._call("POST", "/_admin/faults", json={"rules": [rule.to_json() for rule in rules]})

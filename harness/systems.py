@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -28,6 +28,9 @@ from harness.names import BOUNDARIES
 from harness.presets import PresetFacts
 from harness.snapshot import LedgerSnapshot, unread_ledger
 from harness.worker_config import WorkerConfig
+
+if TYPE_CHECKING:
+    from harness.worker_env import CommandTemplate
 
 #: the harness's own subjects, by the name ``--system`` gives them: where each is found
 SUBJECTS: Mapping[str, str] = {"reference": "harness.reference.system:SYSTEM"}
@@ -74,6 +77,9 @@ class System:
     #: declares no boundaries; off for a system that does, unless its scenario or the
     #: command line asks (``discover = true``, ``--discover``)
     discover: bool = False
+    #: a program's own environment and arguments, as templates (``harness.worker_env``):
+    #: checked against each campaign's database and providers before any case runs
+    templates: CommandTemplate | None = None
 
 
 def _subject(name: str) -> System:
@@ -101,12 +107,17 @@ def command_system(
     read_ledger: Callable[[Engine], LedgerSnapshot] | None = None,
     boundaries: tuple[str, ...] = tuple(BOUNDARIES),
     intent: Callable[[Engine], Iterable[tuple[str, str]] | None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> System:
     """A worker that is a program: forked, then exec'd with the harness's settings in its
     environment (``CRASH_HARNESS_WORKER``, the provider secret, ``CRASH_HARNESS_CONTROL``).
 
     The program reads them with ``WorkerConfig.from_env()`` and arms itself just by importing
-    ``harness``; its crash plan, trace and control pipes are the ones the harness made.
+    ``harness``; its crash plan, trace and control pipes are the ones the harness made. A
+    program that reads settings of its own instead (``DATABASE_URL``, ``--webhook-url``) gets
+    them from templates (``harness.worker_env``): ``NAME=TEMPLATE`` words before the program,
+    placeholders in its arguments, or ``env``; they are filled in the forked child, just
+    before the exec, so a secret is never part of the system's name.
 
     Given no ``prepare``/``read_ledger``, a program is judged by what the providers saw: only
     the intake tables are made, the ledger invariants are *not judged*, and its boundaries are
@@ -115,9 +126,14 @@ def command_system(
     blame it for tables it never had. The one exception is the reference itself run as a
     program (``python -m harness.reference``), whose tables and boundaries the harness knows.
     """
-    import shlex
+    from harness.worker_env import CommandTemplate
 
-    argv = shlex.split(command)
+    try:
+        template = CommandTemplate(command, env)
+    except ValueError as exc:  # shlex: an unclosed quote
+        raise UnknownSystemError(f"--system cmd:{command}: {exc}") from None
+    template.check(None, where=f"--system cmd:{template.name}")
+    argv = template.argv
     if not argv:
         raise UnknownSystemError("--system cmd: needs a command, e.g. 'cmd:python -m myapp'")
     if argv[0] == "python":  # the harness's own interpreter, venv and all
@@ -131,19 +147,33 @@ def command_system(
         from harness.engine._boundary import handoff_env
 
         # a Python program dumps every thread's stack on the harness's SIGABRT, as a forked
-        # worker does (a hang is reported with where it hung)
-        env = {"PYTHONFAULTHANDLER": "1", **os.environ, **config.to_env(), **handoff_env()}
-        os.execvpe(argv[0], argv, env)
+        # worker does (a hang is reported with where it hung); the program's own variables
+        # are filled here, in the child, and never replace the harness's
+        own = template.environment(config)
+        env = {
+            "PYTHONFAULTHANDLER": "1",
+            **os.environ,
+            **own,
+            **config.to_env(),
+            **handoff_env(),
+        }
+        if "PYTHONPATH" in own:
+            from harness.engine import _hooks
+
+            if _hooks.installed():  # the program's own path, after the harness's hooks
+                env.update(_hooks.child_env(env))
+        args = template.arguments(config)
+        os.execvpe(args[0], args, env)
 
     discover = False
     if prepare is None and read_ledger is None and not _is_reference_program(argv):
-        prepare, read_ledger = create_intake_tables, partial(_no_ledger, f"cmd:{command}")
+        prepare, read_ledger = create_intake_tables, partial(_no_ledger, f"cmd:{template.name}")
         boundaries = ()
         discover = True
     ref = _subject("reference") if prepare is None or read_ledger is None else None
     return System(
-        name=f"cmd:{command}",
-        description=f"the program {command!r}",
+        name=f"cmd:{template.name}",
+        description=f"the program {template.name!r}",
         main=main,
         prepare=prepare or _reference_part(ref).prepare,
         read_ledger=read_ledger or _reference_part(ref).read_ledger,
@@ -152,6 +182,7 @@ def command_system(
         speaks=_subject("reference").speaks if _is_reference_program(argv) else None,
         intent=intent,
         discover=discover,
+        templates=template if template.env or template.uses_placeholders() else None,
     )
 
 

@@ -33,7 +33,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -577,6 +577,27 @@ def simple_system(
         raise SystemDefinitionError(
             f"system {name!r}: a boundary is listed twice in {list(chosen)}"
         )
+    prepare_case, reader, declared = _user_parts(name, ledger, prepare, intent)
+    return System(
+        name=name,
+        description=description or f"your worker ({name})",
+        main=main,
+        prepare=prepare_case,
+        read_ledger=reader,
+        boundaries=chosen,
+        config_overrides=dict(config_overrides or {}),
+        intent=declared,
+    )
+
+
+def _user_parts(
+    name: str,
+    ledger: LedgerAdapter | type[LedgerAdapter] | None,
+    prepare: Prepare | None,
+    intent: IntentQuery | None,
+) -> tuple[Callable[[Engine], None], _LedgerReader, _DeclaredIntent | None]:
+    """What a user system is made of besides its worker and boundaries, checked: the
+    case's ``prepare`` (the intake tables), the ledger reader, the declared intent."""
     adapter = ledger() if isinstance(ledger, type) else ledger
     if adapter is not None and not isinstance(adapter, LedgerAdapter):
         raise SystemDefinitionError(
@@ -600,16 +621,7 @@ def simple_system(
         if prepare is None and intent is None
         else _DeclaredIntent(name, prepare=prepare, query=intent)
     )
-    return System(
-        name=name,
-        description=description or f"your worker ({name})",
-        main=main,
-        prepare=prepare_case,
-        read_ledger=_LedgerReader(adapter, name),
-        boundaries=chosen,
-        config_overrides=dict(config_overrides or {}),
-        intent=declared,
-    )
+    return prepare_case, _LedgerReader(adapter, name), declared
 
 
 class _DeclaredIntent:
@@ -675,6 +687,7 @@ def command_user_system(
     prepare: Prepare | None = None,
     ledger: LedgerAdapter | type[LedgerAdapter] | None = None,
     intent: IntentQuery | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> System:
     """A ``System`` for a worker that is a program taking its work from ``jobs(config)``.
 
@@ -684,8 +697,23 @@ def command_user_system(
     through ``prepare``) are created, and without a ``ledger`` adapter only the invariants the
     providers' logs decide are judged. Scenario files reach this with ``system = "cmd:..."``
     plus ``boundaries = [...]`` (and ``prepare = "module:function"``, which may return the
-    intended (run_id, destination) pairs as ``simple_system``'s does).
+    intended (run_id, destination) pairs as ``simple_system``'s does). ``env`` fills the
+    program's own variables from templates (``harness.worker_env``). No ``boundaries``: the
+    program calls no ``boundary()``, and its crash points are the sends and commits its dry
+    run makes (``System.discover``).
     """
+    if not boundaries:  # no boundary() in the program: crash where its dry run sends and commits
+        name = f"cmd:{command}"
+        prepare_case, reader, declared = _user_parts(name, ledger, prepare, intent)
+        found = command_system(
+            command,
+            prepare=prepare_case,
+            read_ledger=reader,
+            boundaries=(),
+            intent=declared,
+            env=env,
+        )
+        return replace(found, discover=True)
     shape = simple_system(
         _never_called,
         name=f"cmd:{command}",
@@ -700,6 +728,7 @@ def command_user_system(
         read_ledger=shape.read_ledger,
         boundaries=shape.boundaries,
         intent=shape.intent,
+        env=env,
     )
 
 

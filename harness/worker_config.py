@@ -106,6 +106,9 @@ class WorkerConfig:
     #: every provider of the case by name, in the scenario's order (the first is the one
     #: ``provider_url``/``provider_smtp_port`` name); empty for a config built by hand
     providers: Mapping[str, ProviderEndpoint] = field(default_factory=dict)
+    #: the case this worker runs in (``crash@after_send.worker.42#1``; empty for a config
+    #: built by hand): what ``{case.id}`` fills in a worker's templates
+    case_id: str = ""
 
     def provider(self, name: str) -> ProviderEndpoint:
         """The provider named ``name`` (``[provider.NAME]``), or a clear error naming the
@@ -149,6 +152,7 @@ class WorkerConfig:
             "credential_id": self.credential_id,
             "destination_scope": self.destination_scope,
             "worker_name": self.worker_name,
+            "case_id": self.case_id,
             "lease_s": self.lease_s,
             "retry_backoff_s": list(self.retry_backoff_s),
             "max_attempts": self.max_attempts,
@@ -198,6 +202,7 @@ class WorkerConfig:
             credential_secret=os.environ[SECRET_ENV_VAR],
             destination_scope=data["destination_scope"],
             worker_name=data["worker_name"],
+            case_id=data.get("case_id", ""),
             lease_s=data["lease_s"],
             retry_backoff_s=tuple(data["retry_backoff_s"]),
             max_attempts=data["max_attempts"],

@@ -22,13 +22,15 @@ MUTANTS = {
 
 
 def test_reference_certifies_clean_at_every_boundary(db_url: str | None, tmp_path: Path) -> None:
-    """Baseline plus a crash at each of the 11 boundaries: every case passes, all covered."""
+    """Baseline plus a crash at each of the 11 boundaries and at the provider's far-side
+    point (``accepted.payments#1``): every case passes, all covered."""
     settings = CampaignSettings(
         system=systems.resolve("reference"), seed=7, db_url=db_url, workdir=tmp_path
     )
     result = run_campaign(settings)
     report = to_json(result)
-    assert [c["verdict"] for c in report["cases"]] == ["pass"] * 12, report
+    assert [c["verdict"] for c in report["cases"]] == ["pass"] * 13, report
+    assert report["cases"][-1]["id"] == "crash@accepted.payments#1"
     assert report["summary"]["boundaries_covered"] == len(BOUNDARIES) == 11
     assert report["database"] == ("postgresql" if db_url else "sqlite")
     crash_cases = [c for c in result.cases if c.spec.boundary]

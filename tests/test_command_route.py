@@ -62,8 +62,12 @@ def test_a_correct_program_passes_on_the_boundaries_it_has(tmp_path: Path) -> No
     )
     assert status == 0, said
     assert "dry run reached: after_provider_accept" in said, said
-    assert [c["id"] for c in report["cases"]] == ["baseline", "crash@after_provider_accept#1"]
-    assert report["summary"]["boundaries_documented"] == 1
+    assert [c["id"] for c in report["cases"]] == [
+        "baseline",
+        "crash@after_provider_accept#1",
+        "crash@accepted.payments#1",  # the far-side point its dry run found
+    ]
+    assert report["summary"]["boundaries_documented"] == 2
     assert report["summary"]["invariants_violated"] == []
     ledger = report["cases"][0]["invariants"]["no_silent_loss"]
     assert ledger["status"] == "pass", ledger  # decided from the provider's log alone
@@ -103,13 +107,26 @@ def test_named_boundaries_and_discovered_points_are_crashed_side_by_side(
         "baseline",
         "crash@after_provider_accept#1",
         *(f"crash@{p}#1" for p in points),
+        "crash@accepted.payments#1",  # the far side of the same send (h/farside)
     ]
-    assert report["summary"]["boundaries_documented"] == 3
+    assert report["summary"]["boundaries_documented"] == 4  # with accepted.payments
     assert all(c["crash_fired"] for c in report["cases"][1:]), said
 
 
-def test_a_program_with_no_boundary_is_a_coverage_gap_not_a_pass(tmp_path: Path) -> None:
-    status, said, _ = _certify(tmp_path, PROGRAM.format(mark="pass"), "--no-discover")
+def test_a_program_with_no_boundary_is_certified_at_its_far_side_point(tmp_path: Path) -> None:
+    """No ``boundary()`` at all: the requests the provider accepted in the dry run are the
+    crash points (``accepted.payments``), and a program that resends with the same key
+    passes there."""
+    status, said, report = _certify(tmp_path, PROGRAM.format(mark="pass"), "--no-discover")
+    assert status == 0, said
+    assert "dry run reached: accepted.payments" in said, said
+    assert [c["id"] for c in report["cases"]] == ["baseline", "crash@accepted.payments#1"]
+    assert [c["landings"][0]["landing"] for c in report["cases"][1:]] == ["landed"]
+
+
+def test_a_program_that_reaches_nothing_is_a_coverage_gap_not_a_pass(tmp_path: Path) -> None:
+    """No boundary and no request the provider accepted: nothing to crash, a gap."""
+    status, said, _ = _certify(tmp_path, "import sys\n")
     assert status == 1, said
     assert "dry run reached: no boundary" in said, said
     assert "coverage gap" in said, said

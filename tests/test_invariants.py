@@ -293,3 +293,29 @@ def test_audit_fires_when_cleanup_took_the_ledger_row() -> None:
 def test_run_all_runs_every_checker() -> None:
     """run_all answers for every registered invariant."""
     assert set(run_all(GOOD)) == set(CHECKERS)
+
+
+def _plain(seq: int, dest: str, key: str) -> EffectRow:
+    """A request the provider read no delivery id from."""
+    return replace(_effect(seq, dest, key=key), delivery_id="")
+
+
+def test_stable_key_groups_requests_without_a_delivery_id_by_run_and_destination() -> None:
+    """A worker that sends no delivery id (an unchanged one: the provider read only run and
+    destination) is not blamed for giving two deliveries two keys; two keys for one (run,
+    destination) still fail."""
+    assert GOOD.ledger is not None
+    blind = replace(GOOD.ledger, deliveries=(), no_rows_because="no ledger adapter")
+    plain = replace(
+        GOOD,
+        ledger=blind,
+        effects=(_plain(1, "a", "r1:a"), _plain(2, "b", "r1:b")),
+    )
+    r = CHECKERS["stable_idempotency_key"](plain)
+    assert r.status is Status.PASS, r
+    assert r.evidence["deliveries_sent"] == 2
+    assert plain.effects is not None
+    again = replace(plain, effects=(*plain.effects, _plain(3, "a", "r1:a-2")))
+    r = CHECKERS["stable_idempotency_key"](again)
+    assert r.status is Status.FAIL, r
+    assert r.evidence["unstable"][0]["delivery_id"] == "run r1 to a"

@@ -39,7 +39,7 @@ def _certify(
         if c.verdict is not Status.PASS
     }
     assert set(verdicts.values()) == {"pass"}, failing
-    assert len(result.cases) == 12
+    assert len(result.cases) == 13  # baseline, 11 boundaries, the far-side point
     assert result.covered() == sorted(BOUNDARIES)
     assert len(BOUNDARIES) == 11
     assert result.uncovered() == []

@@ -84,9 +84,9 @@ def test_interrupted_campaign_leaves_a_partial_report_that_resume_completes(
     partial = load_report(report_path)  # validates against the schema
     assert partial["partial"] is True
     done = [c["id"] for c in partial["cases"]]
-    assert 1 <= len(done) < 12
+    assert 1 <= len(done) < 13  # baseline, 11 boundaries, accepted.payments#1
     assert done[0] == "baseline"
-    assert partial["summary"]["not_run"] == 12 - len(done)
+    assert partial["summary"]["not_run"] == 13 - len(done)
     assert partial["resume"] == f"crash-harness certify --resume {Path('out') / 'report.json'}"
     assert "partial report" in (tmp_path / "out" / "report.md").read_text()
     assert "partial report" in (tmp_path / "out" / "report.html").read_text()
@@ -94,7 +94,7 @@ def test_interrupted_campaign_leaves_a_partial_report_that_resume_completes(
 
     resumed = _certify("--resume", str(report_path), cwd=tmp_path)
     assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # the mutant is caught
-    assert f"{len(done)} of 12 case(s) done, running {12 - len(done)}" in resumed.stdout
+    assert f"{len(done)} of 13 case(s) done, running {13 - len(done)}" in resumed.stdout
     for case_id in done:  # the cases already in the report are not run again
         assert f" {case_id} " not in resumed.stdout
     final = load_report(report_path)
@@ -102,10 +102,10 @@ def test_interrupted_campaign_leaves_a_partial_report_that_resume_completes(
     assert final["resume"] is None
     ids = [c["id"] for c in final["cases"]]
     assert ids == final["plan"]["cases"]
-    assert len(ids) == len(set(ids)) == 12
+    assert len(ids) == len(set(ids)) == 13
     assert final["cases"][: len(done)] == partial["cases"]
     assert final["started_at"] == partial["started_at"]
-    assert final["summary"]["cases"] == 12
+    assert final["summary"]["cases"] == 13
     assert final["summary"]["boundaries_covered"] == 11
     assert "partial report" not in (tmp_path / "out" / "report.md").read_text()
 

@@ -264,6 +264,25 @@ def test_a_cmd_scenario_declares_its_boundaries_and_tables(tmp_path: Path) -> No
     assert (sc.settle.deadline_s, sc.settle.interval_s) == (4.0, 0.5)
 
 
+def test_a_cmd_scenario_with_tables_and_no_boundaries_is_discovered(tmp_path: Path) -> None:
+    """``prepare`` without ``boundaries``: a program with tables of its own and no
+    ``boundary()`` call, crashed at the sends and commits its dry run makes; the tables are
+    still made, and no ledger adapter means the ledger is not judged. A Python system is
+    refused a ``prepare``: it brings its own."""
+    path = _write(
+        tmp_path,
+        '[scenario]\nsystem = "cmd:python -m examples.rq_worker.buggy"\n'
+        'prepare = "examples.rq_worker.app:prepare"\n',
+    )
+    system = scenario_mod.load(path).build_system()
+    assert system.boundaries == ()
+    assert system.discover is True
+    assert system.intent is not None  # the user's prepare runs as the case's intent step
+    wrong = _write(tmp_path, '[scenario]\nsystem = "reference"\nprepare = "x:y"\n')
+    with pytest.raises(scenario_mod.ScenarioError, match=r"\[scenario\.prepare\].*cmd: system"):
+        scenario_mod.load(wrong)
+
+
 def test_campaign_fields_carry_every_setting_a_scenario_fixes() -> None:
     """The CLI and the pytest plugin build settings from one mapping: a preset scenario run
     through the plugin talks to its preset, with its crash scope and settle rules."""

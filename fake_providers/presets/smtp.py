@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.wrappers import Request
 
 from fake_providers._app import (
+    HOLD_POLL_S,
     Attempt,
     Preset,
     PresetSpec,
@@ -272,16 +273,22 @@ class Smtp(Preset):
                     )
                 if fault is not None and fault.fault == "timeout":
                     core.flight_stage(token, "held")
+                epoch = core.epoch
+            if core.claim_hold():
+                # A far-side crash point: the mail is logged; its 250 is never sent. The
+                # session ends when the sender dies (aiosmtpd cancels this coroutine on the
+                # lost connection) or the epoch is over (then the line is cut here).
+                with core.lock:
+                    core.leave_flight(token)
+                while not core.hold_over(epoch):
+                    await asyncio.sleep(HOLD_POLL_S)
+                _cut(server)
+                raise asyncio.CancelledError
             if fault is not None and fault.fault == "timeout":
                 assert fault.hold_s is not None
                 await asyncio.sleep(fault.hold_s)
             if fault is not None and fault.drops:
-                # Recorded; now cut the line before the final 250 ever leaves.
-                transport = server.transport
-                if isinstance(transport, asyncio.Transport):
-                    transport.abort()
-                elif transport is not None:
-                    transport.close()
+                _cut(server)  # recorded; now cut the line before the final 250 ever leaves
                 raise asyncio.CancelledError
             return f"250 2.0.0 OK queued as {queue_id}"
         finally:
@@ -361,6 +368,15 @@ class Smtp(Preset):
                 }
             )
         return Reply(json_response(200, {"messages": out}))
+
+
+def _cut(server: SMTP) -> None:
+    """Cut the SMTP connection with no reply."""
+    transport = server.transport
+    if isinstance(transport, asyncio.Transport):
+        transport.abort()
+    elif transport is not None:
+        transport.close()
 
 
 class _Handler:

@@ -373,8 +373,9 @@ def certify(
                     " survive"
                 )
                 sys.exit(ExitStatus.VIOLATION)
-        planned = cases if cases is not None else default_cases(system)
-        validate_cases(system, planned)
+        names = [spec.name for spec in settings.provider_specs()]
+        planned = cases if cases is not None else default_cases(system, names)
+        validate_cases(system, planned, names)
         progress.plan(len(planned))
         click.echo(
             f"certify {system.name} · seed {settings.seed} · "

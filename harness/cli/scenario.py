@@ -248,7 +248,7 @@ def _execute(
                 settings.system = system
                 click.echo(f"dry run reached: {', '.join(system.boundaries) or 'no boundary'}")
                 _echo.echo_discovered(system.boundaries, dry.reached, dry.targets)
-            cases = default_cases(settings.system)
+            cases = default_cases(settings.system, [p.name for p in settings.provider_specs()])
         settings.jobs = jobs
         shard_info: dict[str, Any] | None = None
         if shard is not None:
@@ -261,7 +261,8 @@ def _execute(
                 shard_info["plan"] = [c.id for c in cases]
                 cases = shard_cases(cases, shard)
         if mode != "sweep":
-            validate_cases(settings.system, cases)  # every case refused before any runs
+            # every case refused before any runs (a far-side point of no provider too)
+            validate_cases(settings.system, cases, [p.name for p in settings.provider_specs()])
             settings.cases = cases
             progress.plan(len(cases))
         progress.draw()  # "0/M" (a sweep: the label alone until its dry run is done)

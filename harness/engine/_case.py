@@ -590,6 +590,16 @@ class CaseContext:
         self._step_record = StepRecord(str(step), Landing.NOT_REACHED, detail, hits)
         self.notes.append(f"{step}: not landed: {detail}")
 
+    def not_reached_far_side(self, step: Step, worker: RunningWorker, counted: int) -> None:
+        """A far-side point's k-th accepted request never came: the provider says how many
+        it accepted while ``worker`` ran (the step did not land: never a pass)."""
+        detail = (
+            f"{worker.name} ended; the provider accepted {counted} request(s) while it ran;"
+            f" request #{step.hit} never came"
+        )
+        self._step_record = StepRecord(str(step), Landing.NOT_REACHED, detail, counted)
+        self.notes.append(f"{step}: not landed: {detail}")
+
     def not_landed(self, step: Step, detail: str) -> None:
         """The step ran but did not do what it is for (e.g. a race with a single racer)."""
         self._step_record = StepRecord(str(step), Landing.UNCONFIRMED, detail)

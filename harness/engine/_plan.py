@@ -8,8 +8,10 @@ ask this module, so none of them imports the campaign for it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from harness.engine import _far_side
 from harness.engine.schedule import CaseSpec, Step
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.faults import FAULTS, FaultSpec
@@ -22,8 +24,14 @@ if TYPE_CHECKING:
 __all__ = ["default_cases", "validate_cases"]
 
 
-def default_cases(system: System) -> list[CaseSpec]:
-    return [CaseSpec()] + [CaseSpec("crash", b, 1) for b in system.boundaries]
+def default_cases(system: System, providers: Sequence[str] = ()) -> list[CaseSpec]:
+    """Certify's plan: the baseline, a crash at the first hit of every declared boundary,
+    then a crash at the far-side point of each of ``providers`` (``accepted.NAME#1``: the
+    first request that provider accepts, its reply held; ``harness.engine._far_side``)."""
+    declared = [CaseSpec("crash", b, 1) for b in system.boundaries]
+    far = [CaseSpec("crash", _far_side.point(name), 1) for name in providers]
+    known = {c.boundary for c in declared}
+    return [CaseSpec(), *declared, *(c for c in far if c.boundary not in known)]
 
 
 def validate_cases(
@@ -46,7 +54,9 @@ def validate_cases(
                 )
             if not spec.needs_boundary and step.boundary is not None:
                 raise BadInputError(f"case {case.id!r}: {step.fault} takes no @BOUNDARY#HIT")
-            if (
+            if _far_side.is_far_side(step.boundary):
+                _check_far_side(case, step, providers)
+            elif (
                 step.boundary is not None
                 and step.boundary not in system.boundaries
                 and not (system.discover and near_side_kind(step.boundary))
@@ -70,6 +80,23 @@ def validate_cases(
                 )
             if step.arg is not None:
                 _check_arg(case, step, spec)
+
+
+def _check_far_side(case: CaseSpec, step: Step, providers: list[str] | None) -> None:
+    """``accepted.NAME`` is a crash at a provider of the campaign, and nothing else."""
+    assert step.boundary is not None
+    name = _far_side.provider_of(step.boundary)
+    if step.fault != "crash":
+        raise BadInputError(
+            f"case {case.id!r}: step {step}: a far-side point ({step.boundary}) takes only"
+            f" crash (crash@{step.boundary}#{step.hit}), not {step.fault}"
+        )
+    if providers is not None and name not in providers:
+        raise BadInputError(
+            f"case {case.id!r}: step {step}: no provider named {name!r} for far-side point"
+            f" {step.boundary!r}; expected accepted.PROVIDER with PROVIDER one of"
+            f" {', '.join(providers)}"
+        )
 
 
 def _check_arg(case: CaseSpec, step: Step, spec: FaultSpec) -> None:

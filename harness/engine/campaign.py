@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
 from harness.clock import SharedClock, start_for_seed
-from harness.engine import _db, _faketime, _provider_watch, _scratch, _secrets
+from harness.engine import _db, _faketime, _far_side, _provider_watch, _scratch, _secrets
 from harness.engine import credentials as credentials_mod
 from harness.engine import trace as trace_store
 from harness.engine._case import ANOMALIES, CaseContext, Landing, StepRecord
@@ -152,13 +152,16 @@ class CampaignResult:
         return "postgresql" if url and url.startswith("postgresql") else "sqlite"
 
     def covered(self) -> list[str]:
+        """The system's boundaries a planned crash landed on (a far-side point counts when
+        the system lists it: a program whose dry run found it; for a declared system the
+        far-side cases are extra to its documented boundaries, not part of the figure)."""
         return sorted(
             {
                 s.boundary
                 for c in self.cases
                 if c.crash_fired
                 for s in c.spec.steps
-                if s.boundary is not None
+                if s.boundary is not None and s.boundary in self.settings.system.boundaries
             }
         )
 
@@ -206,6 +209,13 @@ class Campaign:
             _secrets.hand_out_url(settings.db_url)
         if settings.db_url is not None and settings.db_url.startswith("postgresql"):
             _db.check_reachable(settings.db_url)
+        if settings.system.templates is not None:  # a program's own settings, fillable here
+            settings.system.templates.check_campaign(
+                database="postgresql"
+                if (settings.db_url or "").startswith("postgresql")
+                else "sqlite",
+                providers=[spec.name for spec in settings.provider_specs()],
+            )
         self.workload = workload_for(settings)
         self.made_workdir = settings.workdir is None
         self.workdir = settings.workdir or _scratch.make_workdir("crash-harness-")
@@ -445,8 +455,9 @@ def run_campaign(
     settings: CampaignSettings, *, on_case: Callable[[CaseResult], None] | None = None
 ) -> CampaignResult:
     """Run every case of a campaign against one provider process and one supervisor."""
-    cases = settings.cases if settings.cases is not None else default_cases(settings.system)
-    validate_cases(settings.system, cases)
+    names = [spec.name for spec in settings.provider_specs()]
+    cases = settings.cases if settings.cases is not None else default_cases(settings.system, names)
+    validate_cases(settings.system, cases, names)
     from harness.engine.parallel import run_cases
 
     with Campaign(settings) as campaign:
@@ -585,6 +596,7 @@ def run_case(
             clock_path=clock.path,
             fake_time_file=None if fake_time_file is None else str(fake_time_file),
             providers=endpoints,
+            case_id=case.id,
             **overrides,
         )
         ctx = CaseContext(
@@ -714,7 +726,7 @@ def run_case(
         workers=ctx.outcomes,
         intended=sum(len(d) for d in ctx.intended.values()),
         accepted=sum(1 for e in observation.effects or () if e.accepted),
-        reached=trace_store.boundaries_reached(events),
+        reached=_with_far_side(trace_store.boundaries_reached(events), observation.effects),
         targets=trace_store.point_targets(events),
         hits_by_worker=_hits_by_worker(events),
         # a crash scoped to one process (a work-horse) leaves its worker running
@@ -1100,6 +1112,20 @@ def _verdict(
     if any(o.kind in ANOMALIES for o in outcomes) or undecided or evidence_doubted:
         return Status.UNKNOWN
     return Status.PASS
+
+
+def _with_far_side(
+    reached: dict[str, int], effects: tuple[EffectRow, ...] | None
+) -> dict[str, int]:
+    """``reached`` plus every provider's far-side point: each accepted effect of provider
+    NAME in the case's epoch is a hit of ``accepted.NAME`` (a held one included, so the
+    crash line the harness wrote there is not counted twice)."""
+    out = {b: n for b, n in reached.items() if not _far_side.is_far_side(b)}
+    for eff in effects or ():
+        if eff.accepted:
+            point = _far_side.point(eff.provider)
+            out[point] = out.get(point, 0) + 1
+    return out
 
 
 def _spawn_index(worker: str) -> tuple[int, str]:

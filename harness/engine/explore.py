@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
-from harness.engine import _jobpipe
+from harness.engine import _far_side, _jobpipe
 from harness.engine._landings import Landings
 from harness.engine.campaign import Campaign, CaseResult
 from harness.engine.schedule import CaseSpec, Step
@@ -72,6 +72,10 @@ def step_strategy(
     to (a crash at the third hit of a boundary reached once never lands, and a schedule that
     does not land tests nothing), and a race only where there are two items to claim.
     """
+    # far-side points (``accepted.NAME``, in ``reach`` when the dry run's providers accepted
+    # requests) take a crash only, at a request the dry run saw
+    far = tuple(b for b in (reach or {}) if _far_side.is_far_side(b) and (reach or {})[b] > 0)
+    boundaries = tuple(b for b in boundaries if not _far_side.is_far_side(b))
     if reach:
         boundaries = tuple(b for b in boundaries if reach.get(b, 0) > 0) or boundaries
 
@@ -82,7 +86,7 @@ def step_strategy(
     # held at a pause point, a jump comes before that delivery's cleanup (and every later
     # one): a jump past a retention period is judged by the cleanup that runs after it
     sizes = jump_sizes(boundaries)
-    crash = st.sampled_from(boundaries).flatmap(
+    crash = st.sampled_from(boundaries + far).flatmap(
         lambda b: hits(3)(b).map(lambda h: Step("crash", b, h))
     )
     roster = st.sampled_from(boundaries).flatmap(
@@ -155,7 +159,10 @@ def explore(
         if _confirmed(campaign, dry, before, on_case=on_case):
             return ExploreResult(tried=before, minimal=before[-1], failures_seen=len(before))
         dry = before[-1]  # it passed when run again: flaky, folded in below
-    reach = dry.hits_by_worker.get("w1", {})
+    reach = {
+        **dry.hits_by_worker.get("w1", {}),
+        **{b: n for b, n in dry.reached.items() if _far_side.is_far_side(b)},
+    }
     campaign.adopt_discovered(dry)  # a discovering system's points are drawn like boundaries
     if jobs == 1:
         found = _search(

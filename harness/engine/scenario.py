@@ -41,6 +41,7 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "seed": (int,),
         "boundaries": (list,),
         "prepare": (str,),
+        "env": (dict,),
         "discover": (bool,),
     },
     "workload": {"runs": (int,), "destinations_per_topic": (int,)},
@@ -186,6 +187,9 @@ class Scenario:
     provider_name: str | None = None
     #: the other named providers, in the file's order (``harness.engine._providers``)
     more_providers: tuple[ProviderSpec, ...] = ()
+    #: for a ``cmd:`` system: its own environment variables, as templates
+    #: (``harness.worker_env``: ``{db.url}``, ``{provider.NAME.url}``, ...)
+    env: dict[str, str] = field(default_factory=dict)
 
     def provider_names(self) -> list[str]:
         return [self.provider_name or self.provider_preset, *(p.name for p in self.more_providers)]
@@ -219,7 +223,10 @@ class Scenario:
         return system
 
     def _named_system(self) -> System:
-        if self.boundaries is None:
+        env = self.env or None
+        if self.boundaries is None and self.prepare is None:
+            if env is not None:
+                return systems.command_system(self.system[len("cmd:") :], env=env)
             return systems.resolve(self.system)
         from harness.usersystem import command_user_system
 
@@ -227,7 +234,10 @@ class Scenario:
         if self.prepare is not None:
             prepare = _import_function(self.prepare, f"{self.path}: [scenario] prepare")
         return command_user_system(
-            self.system[len("cmd:") :], boundaries=self.boundaries, prepare=prepare
+            self.system[len("cmd:") :],
+            boundaries=self.boundaries or (),
+            prepare=prepare,
+            env=env,
         )
 
     def checked_system(self) -> System:
@@ -648,14 +658,16 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
             )
         boundaries = tuple(raw)
     prepare_ref = meta.get("prepare")
-    if prepare_ref is not None and (boundaries is None or prepare_ref.count(":") != 1):
+    is_cmd = str(meta["system"]).startswith("cmd:")
+    if prepare_ref is not None and (not is_cmd or prepare_ref.count(":") != 1):
         raise _err(
             path,
             text,
             "scenario",
             "prepare",
-            "expected module:function, next to a cmd: system's boundaries",
+            "expected module:function, for a cmd: system (a Python system brings its own)",
         )
+    env = _worker_env(path, text, meta, [s.name for s in specs])
     return Scenario(
         path=path,
         name=str(meta.get("name", path.stem)),
@@ -684,7 +696,49 @@ def _build(path: Path, text: str, data: dict[str, Any]) -> Scenario:
         lifecycle=lifecycle,
         provider_name=first.name if named else None,
         more_providers=tuple(specs[1:]),
+        env=env,
     )
+
+
+def _worker_env(
+    path: Path, text: str, meta: dict[str, Any], providers: list[str]
+) -> dict[str, str]:
+    """``[scenario] env`` and the placeholders of a ``cmd:`` system's command, checked: every
+    placeholder one the harness fills for these providers, no secret on a command line."""
+    from harness.worker_env import CommandTemplate, TemplateError, check, check_env_name
+
+    system = str(meta["system"])
+    raw = meta.get("env")
+    if raw is not None and not system.startswith("cmd:"):
+        raise _err(
+            path,
+            text,
+            "scenario",
+            "env",
+            "only a cmd: system is exec'd with an environment of its own (a Python system"
+            " reads its WorkerConfig)",
+        )
+    env: dict[str, str] = {}
+    for name, template in (raw or {}).items():
+        if not isinstance(template, str):
+            raise _err(
+                path, text, "scenario", "env", f"{name}: expected a string, got {template!r}"
+            )
+        try:
+            check_env_name(name, where=name)
+            check(template, providers, where=name)
+        except TemplateError as exc:
+            raise _err(path, text, "scenario", "env", str(exc)) from None
+        env[name] = template
+    if system.startswith("cmd:"):
+        try:
+            CommandTemplate(system[len("cmd:") :], env).check(providers, where="the command")
+        except TemplateError as exc:
+            raise _err(path, text, "scenario", "system", str(exc)) from None
+        except ValueError as exc:  # shlex: an unclosed quote
+            msg = f"cannot split the command: {exc}"
+            raise _err(path, text, "scenario", "system", msg) from None
+    return env
 
 
 def _provider_spec(

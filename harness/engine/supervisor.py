@@ -592,11 +592,32 @@ class Supervisor:
         kind, subject, hit = line.decode().split()
         return WorkerEvent(kind, subject, int(hit), time.time())
 
-    def kill(self, worker: RunningWorker, *, trace_path: Path, reason: str) -> None:
+    def kill(
+        self,
+        worker: RunningWorker,
+        *,
+        trace_path: Path,
+        reason: str,
+        boundary: str | None = None,
+        hit: int | None = None,
+        **detail: Any,
+    ) -> None:
         """SIGKILL a whole worker on purpose (recorded first, in the trace and on the worker,
-        so it counts as a planned crash)."""
+        so it counts as a planned crash). ``boundary``/``hit`` name the point it died at when
+        the harness found it from outside (a far-side point, ``accepted.NAME``): the crash
+        line then has the shape of a boundary crash. Safe to call from another thread while
+        ``wait`` waits for the worker."""
         worker.harness_kills.append(reason)
-        trace.append(trace_path, event="crash", worker=worker.name, pid=worker.pid, reason=reason)
+        trace.append(
+            trace_path,
+            event="crash",
+            worker=worker.name,
+            pid=worker.pid,
+            boundary=boundary,
+            hit=hit,
+            reason=reason,
+            **detail,
+        )
         self._kill_tree(worker)
 
     @staticmethod
@@ -856,8 +877,8 @@ def _planned(worker: RunningWorker, crash: trace.TraceEvent) -> bool:
     """Did the harness ask for this crash line? A boundary crash must be covered by one of
     the worker's crash arms (or a pause arm the harness released with ``crash``); a line
     without a boundary must be a kill the harness recorded itself, with the same reason."""
-    if crash.boundary is None:
-        reason = (crash.detail or {}).get("reason")
+    reason = (crash.detail or {}).get("reason")
+    if crash.boundary is None or reason is not None:  # a kill the harness made itself
         return reason is not None and reason in worker.harness_kills
     hit = crash.hit
     if not isinstance(hit, int):

@@ -4,6 +4,11 @@
 A system that discovers its points (``System.discover``: a program that declares none) is
 swept at every near-side point its dry run reached (``before_send.WHERE``, ...), at each hit.
 
+Far-side points are planned from the same dry run: each request provider NAME accepted in
+it is one case, ``crash@accepted.NAME#k`` for k = 1..count (``harness.engine._far_side``).
+A provider that accepted nothing in the dry run has no far-side point to cover (no gap).
+Depth 2 adds second crashes at the recovery's boundaries only.
+
 The dry run's counts are the denominator of the coverage figure the report gives: a sweep
 that did not crash at some (boundary, hit) it saw in the dry run says so.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.engine import _far_side
 from harness.engine.campaign import Campaign, CaseResult
 from harness.engine.recovery import second_crashes
 from harness.engine.schedule import CaseSpec
@@ -75,13 +81,19 @@ def sweep(
     coverage = SweepCoverage()
     dry = campaign.run(CaseSpec())
     # what the dry run found (a program's boundaries, every near-side point) is what the sweep
-    # crashes, and what its coverage and the report count, like a named boundary
-    boundaries = campaign.adopt_discovered(dry).boundaries
+    # crashes, and what its coverage and the report count, like a named boundary; far-side
+    # points are planned below, one per accepted request of the dry run
+    found = campaign.adopt_discovered(dry).boundaries
+    boundaries = tuple(b for b in found if not _far_side.is_far_side(b))
     if on_dry_run is not None:
         on_dry_run(dry)
     first_hits = dry.hits_by_worker.get("w1", {})
     pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
     coverage.unreached = [b for b in boundaries if not first_hits.get(b)]
+    # every request each provider accepted in the dry run is a far-side point
+    for name in campaign.providers:
+        point = _far_side.point(name)
+        pairs += [(point, k) for k in range(1, dry.reached.get(point, 0) + 1)]
     coverage.plan = [dry.spec.id, *(CaseSpec("crash", b, h).id for b, h in pairs)]
     keep_dry = True
     if shard is not None:

@@ -62,8 +62,19 @@ class TraceEvent:
         return data
 
 
-def append(path: Path, *, event: str, worker: str, pid: int, **detail: Any) -> None:
-    """Record a supervisor event on the same file the workers write to."""
+def append(
+    path: Path,
+    *,
+    event: str,
+    worker: str,
+    pid: int,
+    boundary: str | None = None,
+    hit: int | None = None,
+    **detail: Any,
+) -> None:
+    """Record a supervisor event on the same file the workers write to. ``boundary`` and
+    ``hit`` (a crash at a far-side point the harness itself caused) are written where a
+    worker's boundary line has them, so every reader counts them alike."""
     line: dict[str, Any] = {
         "t": time.time(),
         "event": event,
@@ -71,6 +82,9 @@ def append(path: Path, *, event: str, worker: str, pid: int, **detail: Any) -> N
         "pid": pid,
         "detail": detail,
     }
+    if boundary is not None:
+        line["boundary"] = boundary
+        line["hit"] = hit
     clock = trace_clock(path)
     if clock is not None:
         line["c"] = clock.now()

@@ -6,6 +6,9 @@ Two or more crash steps in one case (``crash@a#1+crash@b#1``) are the SPEC's
 
 from __future__ import annotations
 
+from typing import Any
+
+from harness.engine import _far_side
 from harness.engine._boundary import Arm
 from harness.engine._case import CaseContext
 from harness.engine.schedule import Step
@@ -15,6 +18,9 @@ from harness.faults._spec import FaultSpec, not_reached, place
 
 def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
+    if _far_side.is_far_side(boundary):
+        _run_far_side(ctx, step, boundary, hit)
+        return
     worker = ctx.spawn([Arm(boundary, hit)])
     outcome = ctx.wait(worker)
     crash = ctx.crash_event(worker, step)
@@ -25,6 +31,53 @@ def run(ctx: CaseContext, step: Step) -> None:
         )
     elif outcome.ended_normally:
         not_reached(ctx, step, worker)
+
+
+def _run_far_side(ctx: CaseContext, step: Step, boundary: str, hit: int) -> None:
+    """``crash@accepted.NAME#k``: the provider holds the reply to the k-th request it
+    accepts from now on; when it does, the worker's whole tree is killed (a harness kill
+    recorded as a crash at ``accepted.NAME#k``). Nothing in the worker is armed."""
+    name = _far_side.provider_of(boundary)
+    provider = ctx.provider_named(name)
+    epoch = ctx.provider_epochs.get(name, ctx.provider_epoch or provider.admin.health()["epoch"])
+    holder: dict[str, Any] = {}
+
+    def on_held(said: dict[str, Any]) -> None:
+        worker = holder["worker"]
+        if worker.ended:
+            return
+        ctx.supervisor.kill(
+            worker,
+            trace_path=ctx.trace_path,
+            reason=f"{boundary}#{hit}",
+            boundary=boundary,
+            hit=hit,
+            provider=name,
+            seq=said.get("seq"),
+        )
+
+    watch = _far_side.HoldWatch(provider, epoch=epoch, nth=hit, on_held=on_held)
+    try:
+        holder["worker"] = worker = ctx.spawn()
+    except BaseException:
+        watch.stop()
+        raise
+    try:
+        outcome = ctx.wait(worker)
+    finally:
+        last = watch.stop()
+    if watch.held is not None and ctx.crash_event(worker, step) is not None:
+        ctx.landed(
+            step,
+            f"{worker.name} killed with request #{hit} of {name} accepted (log record"
+            f" {watch.held.get('seq')}) and its reply held",
+            worker=worker,
+        )
+    elif watch.held is not None:  # held, but the worker ended before the kill took it
+        ctx.not_landed(step, f"{worker.name} ended ({outcome.kind}) before the kill at {name}")
+    elif outcome.ended_normally:
+        counted = int(last.get("counted") or 0)
+        ctx.not_reached_far_side(step, worker, counted)
 
 
 FAULT = FaultSpec(

@@ -12,6 +12,10 @@ from the key, not a key it dedupes), or the system has no ledger adapter (no row
 all), only the stability part is judged, and the evidence says why. A delivery the
 provider received but whose ledger row is missing, or records no key, cannot be compared:
 that is an *unknown* (unless something else already failed), never a pass.
+
+A worker that sends no delivery id of its own (an unchanged worker posting its webhook) has
+its requests grouped by what the provider read instead, the run and the destination: two
+deliveries are never taken for one delivery with two keys.
 """
 
 from __future__ import annotations
@@ -53,9 +57,10 @@ def check(obs: Observation) -> CheckResult:
     compare = not_compared_because is None
     sent: dict[str, list[EffectRow]] = {}
     for eff in sorted(effects, key=lambda e: e.seq):
-        # a request tied to no delivery is never lumped under an empty id with the others
-        if eff.outcome in _KEYED and eff.delivery_id:
-            sent.setdefault(eff.delivery_id, []).append(eff)
+        # a request tied to no delivery and no run is left to the unattributed rule, never
+        # lumped under an empty id with the others
+        if eff.outcome in _KEYED and (eff.delivery_id or eff.run_id):
+            sent.setdefault(_delivery(eff), []).append(eff)
     frozen = {row.delivery_id: row.idempotency_key for row in ledger.deliveries}
     unstable: list[dict[str, Any]] = []
     mismatched: list[dict[str, Any]] = []
@@ -113,3 +118,9 @@ def check(obs: Observation) -> CheckResult:
     how = "the ledger's key" if compare else f"one key (not compared: {not_compared_because})"
     passed = CheckResult(Status.PASS, f"{len(sent)} delivery(ies) each sent with {how}", evidence)
     return unless_unattributed(passed, obs, "a second key for one delivery")
+
+
+def _delivery(eff: EffectRow) -> str:
+    """The delivery a request belongs to: its delivery id, or (none read) its run and
+    destination."""
+    return eff.delivery_id or f"run {eff.run_id} to {eff.destination}"

@@ -125,7 +125,8 @@ def case_json(case: CaseResult, *, timeline: list[dict[str, Any]] | None = None)
 def planned_case_ids(settings: CampaignSettings) -> list[str]:
     from harness.engine._plan import default_cases
 
-    cases = settings.cases if settings.cases is not None else default_cases(settings.system)
+    names = [spec.name for spec in settings.provider_specs()]
+    cases = settings.cases if settings.cases is not None else default_cases(settings.system, names)
     return [c.id for c in cases]
 
 
