@@ -499,16 +499,17 @@ class CrashCampaign:
             if chosen_mode not in ("certify", "sweep", "list"):
                 raise BadInputError(f"mode {chosen_mode!r}: expected certify, sweep or list")
             plan: list[CaseSpec]
+            names = [spec.name for spec in settings.provider_specs()]  # far-side points
             if cases:
                 plan = [CaseSpec.parse(c) for c in cases]
             elif chosen_mode == "list" and scenario is not None:
                 plan = list(scenario.cases)
             else:
-                plan = default_cases(system)
+                plan = default_cases(system, names)
             unreached: list[str] = []
             if chosen_mode != "sweep":
                 settings.cases = plan
-                validate_cases(system, plan)
+                validate_cases(system, plan, names)
             split = None
             if shard is not None:
                 index, count = (int(part) for part in shard.split("/"))

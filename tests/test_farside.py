@@ -335,3 +335,24 @@ def test_named_providers_each_have_their_far_side_point(
     assert (case.workers[0].kind.value, case.workers[0].boundary) == ("crashed_as_planned", point)
     assert case.verdict.value == verdict, case.notes
     assert {"accepted.pay", "accepted.hooks"} <= set(case.reached)
+
+
+def test_explore_draws_a_crash_at_a_far_side_point_and_no_other_fault_there() -> None:
+    """The dry run's far-side hits are in ``reach``: a crash may be drawn there, at a request
+    the dry run saw; a pause, clock jump, roster change or restore never is."""
+    from hypothesis import find, settings
+    from hypothesis.errors import NoSuchExample
+
+    from harness.engine.explore import step_strategy
+
+    reach = {"after_claim": 3, "after_ack": 2, "accepted.payments": 2}
+    strategy = step_strategy(("after_claim", "after_ack"), reach)
+    quick = settings(database=None, max_examples=2000)
+    found = find(strategy, lambda s: s.boundary == "accepted.payments", settings=quick)
+    assert (found.fault, found.hit) == ("crash", 1)
+    with pytest.raises(NoSuchExample):
+        find(
+            strategy,
+            lambda s: s.boundary == "accepted.payments" and (s.fault != "crash" or s.hit > 2),
+            settings=quick,
+        )
