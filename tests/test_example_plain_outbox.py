@@ -102,10 +102,10 @@ def test_the_discovered_sweep_finds_the_duplicate(tmp_path: Path) -> None:
 
 def test_the_fixed_worker_holds_on_every_discovered_point(tmp_path: Path) -> None:
     """worker_fixed.py records "attempted" before the send and asks the receiver after a
-    restart: every case of its sweep passes (none unknown, none skipped). No determinism
-    sample: the verdicts are the point here, and each case is judged on its own."""
+    restart: every case of its sweep passes (none unknown, none skipped), and the sweep's
+    determinism sample (far-side cases included) replays to the same content."""
     status, said, report = _harness(
-        ROOT, tmp_path, "sweep", "examples/plain_outbox/plain_fixed.toml", "--determinism", "0"
+        ROOT, tmp_path, "sweep", "examples/plain_outbox/plain_fixed.toml"
     )
     assert status == 0, said
     cases = report["cases"]

@@ -69,8 +69,9 @@ def _run_far_side(ctx: CaseContext, step: Step, boundary: str, hit: int) -> None
     if watch.held is not None and ctx.crash_event(worker, step) is not None:
         ctx.landed(
             step,
-            f"{worker.name} killed with request #{hit} of {name} accepted (log record"
-            f" {watch.held.get('seq')}) and its reply held",
+            # the log record's number stays in the trace (the kill line's ``seq``): it counts
+            # over the provider's whole log, so a rerun of the same seed numbers it otherwise
+            f"{worker.name} killed with request #{hit} of {name} accepted and its reply held",
             worker=worker,
         )
     elif watch.held is not None:  # held, but the worker ended before the kill took it
