@@ -51,8 +51,16 @@ def test_the_naive_worker_fails_exactly_once_on_both_channels(tmp_path: Path) ->
         "crash@after_webhook#2",
         "crash@after_mail#1",
         "crash@after_mail#2",
+        # the far-side points: each provider's accepted requests, the reply held
+        "crash@accepted.hooks#1",
+        "crash@accepted.hooks#2",
+        "crash@accepted.mail#1",
+        "crash@accepted.mail#2",
     }
     assert cases["baseline"]["verdict"] == "pass", cases["baseline"]["invariants"]
+    for far in ("hooks", "mail"):  # the same window, found with no boundary() at all
+        held = cases[f"crash@accepted.{far}#1"]["invariants"]["exactly_once_effect"]
+        assert held["status"] == "fail", (far, held)
     for case in cases.values():
         # every case counts both providers' effects, each apart
         assert set(case["effects"]["by_provider"]) == {"hooks", "mail"}, case["id"]
@@ -78,7 +86,7 @@ def test_the_naive_worker_fails_exactly_once_on_both_channels(tmp_path: Path) ->
 def test_the_fixed_worker_passes_the_same_sweep(tmp_path: Path) -> None:
     done, report = _sweep("fixed", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(report["cases"]) == 5
+    assert len(report["cases"]) == 9  # 4 boundary hits, 4 far-side points, the baseline
     for case in report["cases"]:
         assert case["verdict"] == "pass", (case["id"], case["notes"])
         assert case["effects"]["by_provider"]["hooks"]["accepted"] == 2
