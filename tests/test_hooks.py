@@ -516,9 +516,12 @@ def test_sweep_crashes_every_hit_of_every_discovered_point(tmp_path: Path) -> No
         f"crash@before_send.prog.{send}#2",
         f"crash@after_send.prog.{send}#1",
         f"crash@after_send.prog.{send}#2",
+        # the far side of the same two sends: the provider holds each reply in turn
+        "crash@accepted.payments#1",
+        "crash@accepted.payments#2",
     ]
-    assert (sweep["pairs_expected"], sweep["pairs_covered"]) == (4, 4), sweep
-    assert report["summary"]["boundaries_documented"] == 2
+    assert (sweep["pairs_expected"], sweep["pairs_covered"]) == (6, 6), sweep
+    assert report["summary"]["boundaries_documented"] == 3  # two near-side, one far-side
 
 
 def test_a_process_that_cannot_import_the_harness_says_so(tmp_path: Path) -> None:

@@ -237,7 +237,11 @@ def test_a_parent_killed_under_a_child_at_work_leaves_the_child_to_finish(tmp_pa
     assert first["stragglers"] == 0, first  # the orphan ended on its own, not killed
     # the orphaned child went on past the crash point and delivered, so no later worker
     # started the job again (a child killed with its parent would have left it to one)
-    assert case["boundaries_reached"] == {"job_started": 1, "after_provider_accept": 1}, case
+    assert case["boundaries_reached"] == {
+        "job_started": 1,
+        "after_provider_accept": 1,
+        "accepted.payments": 1,  # the provider's far side of the same send
+    }, case
     assert (case["effects"]["intended"], case["effects"]["accepted"]) == (1, 1)
 
 
