@@ -114,7 +114,7 @@ def test_certify_runs_the_sample_by_default_says_so_and_the_reference_holds(
     assert len(deep) == RECOVERY_SAMPLE
     assert all(c["id"].count("crash@") == 2 and c["verdict"] == "pass" for c in deep)
     assert set(record["cases"]) <= set(report["plan"]["cases"])  # a resume would run them
-    assert len(report["cases"]) == 12 + RECOVERY_SAMPLE
+    assert len(report["cases"]) == 13 + RECOVERY_SAMPLE  # with crash@accepted.payments#1
     said = (
         f"crash during recovery (depth 2): {RECOVERY_SAMPLE} of {record['possible']} possible"
         f" schedule(s) sampled with seed 7, {RECOVERY_SAMPLE} landed"

@@ -308,7 +308,11 @@ def test_orders_worker_declaring_intent_passes_certify(db_url: str | None, tmp_p
     """Certify (baseline and a crash after the provider accepted) of a worker whose work is
     its own orders table: every order confirmed is every order intended, so it passes."""
     cases = _orders_campaign(_orders.CORRECT, db_url, tmp_path)
-    assert [c.spec.id for c in cases] == ["baseline", "crash@after_provider_accept#1"]
+    assert [c.spec.id for c in cases] == [
+        "baseline",
+        "crash@after_provider_accept#1",
+        "crash@accepted.payments#1",  # the provider's far side of the same send
+    ]
     for case in cases:
         assert case.verdict is Status.PASS, (case.spec.id, case.invariants, case.notes)
         assert case.intended == case.accepted == 4
@@ -438,10 +442,13 @@ def test_smtp_orders_worker_is_counted_by_its_headers(tmp_path: Path) -> None:
         provider_faults=(),
         runs=2,
     )
-    baseline, crashed = run_campaign(settings).cases
+    baseline, crashed, held = run_campaign(settings).cases
     assert baseline.verdict is Status.PASS, (baseline.invariants, baseline.notes)
     assert baseline.intended == baseline.accepted == 4
     assert crashed.invariants["exactly_once_effect"].status is Status.FAIL
+    # the server's far side: the 250 to the first mail held while the worker is killed
+    assert held.spec.id == "crash@accepted.smtp#1"
+    assert held.invariants["exactly_once_effect"].status is Status.FAIL, held.notes
     (duplicate,) = crashed.invariants["exactly_once_effect"].evidence["duplicates"]
     assert duplicate["run_id"] == "order-001"
 
