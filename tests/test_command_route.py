@@ -4,14 +4,10 @@ unknown program does not have (that gave a correct worker "6 of 6 silently lost"
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests._cli import run_harness
 
 #: a program that takes its work from jobs(), retries a failed post with the same key, and
 #: marks the one point a restart must survive; ``{record}`` decides whether it remembers
@@ -34,25 +30,11 @@ for job in list(jobs(config)):
 
 def _certify(tmp_path: Path, source: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
     (tmp_path / "prog.py").write_text(source)
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "harness", "certify", "--system-cmd", "python prog.py"),
-            *("--seed", "4", "--report-dir", str(tmp_path / "r"), *extra),
-        ],
-        cwd=tmp_path,
-        env=dict(
-            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
-        ),
-        capture_output=True,
-        text=True,
+    return run_harness(
+        tmp_path,
+        tmp_path,
+        *("certify", "--system-cmd", "python prog.py", "--seed", "4", *extra),
         timeout=300,
-        check=False,
-    )
-    path = tmp_path / "r" / "report.json"
-    return (
-        proc.returncode,
-        proc.stdout + proc.stderr,
-        json.loads(path.read_text()) if path.exists() else {},
     )
 
 

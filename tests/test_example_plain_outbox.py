@@ -5,13 +5,11 @@ scenario route and on ``certify --system-cmd``."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
+
+from tests._cli import run_harness
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "plain_outbox"
@@ -30,20 +28,7 @@ RECEIVER = (
 
 def _harness(cwd: Path, tmp_path: Path, *args: str) -> tuple[int, str, dict]:
     report_dir = tmp_path / f"r{len(list(tmp_path.glob('r*')))}"
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", *args, "--report-dir", str(report_dir)],
-        cwd=cwd,
-        env=dict(
-            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
-        ),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    path = report_dir / "report.json"
-    report = json.loads(path.read_text()) if path.exists() else {}
-    return proc.returncode, proc.stdout + proc.stderr, report
+    return run_harness(cwd, tmp_path, *args, report_dir=report_dir)
 
 
 def test_the_plain_worker_imports_nothing_of_the_harness() -> None:

@@ -7,13 +7,11 @@ unrecorded, whatever it is written in. Real providers, real SIGKILL, real HTTP a
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import smtplib
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -36,6 +34,8 @@ from harness.engine.sweep import sweep
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.systems import System, resolve
+from tests._cli import run_harness
+from tests._procs import wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -289,24 +289,14 @@ def test_a_worker_without_hooks_is_crashed_at_the_far_side_point(tmp_path: Path)
     its request accepted and unanswered, the crash planned and landed."""
     (tmp_path / "plain.py").write_text(_PLAIN_WORKER)
     assert "harness" not in _PLAIN_WORKER
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "harness", "certify", "--system-cmd", "python plain.py"),
-            *("--seed", "4", "--report-dir", str(tmp_path / "r")),
-            *("--case", "crash@accepted.payments#1"),
-        ],
-        cwd=tmp_path,
-        env=dict(
-            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
-        ),
-        capture_output=True,
-        text=True,
+    _, said, report = run_harness(
+        tmp_path,
+        tmp_path,
+        *("certify", "--system-cmd", "python plain.py", "--seed", "4"),
+        *("--case", "crash@accepted.payments#1"),
         timeout=300,
-        check=False,
     )
-    report = json.loads((tmp_path / "r" / "report.json").read_text())
     (case,) = report["cases"]
-    said = proc.stdout + proc.stderr
     assert [s["landing"] for s in case["landings"]] == ["landed"], said
     first = case["workers"][0]
     assert (first["outcome"], first["boundary"], first["hit"]) == (
@@ -404,17 +394,14 @@ def test_a_sender_that_gave_up_before_the_kill_is_not_landed_at_the_point(
             on_held = kw.pop("on_held")
 
             def late(said: dict[str, Any]) -> None:
-                fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-                try:  # the sender's "gave up" (a writer's data; no writer yet: not ready)
-                    ready, _, _ = select.select([fd], [], [], 120)
-                    assert ready, "the sender never gave up"
-                finally:
-                    os.close(fd)
+                wait_ready(fifo, 120)  # the sender's "gave up", written once it closed
                 with AdminClient(provider.url, provider.admin_token) as admin:
-                    deadline = time.monotonic() + 120
-                    while admin.wait_held(kw["epoch"], timeout_s=0).get("sender_gone_at") is None:
-                        assert time.monotonic() < deadline, "the provider never saw it go"
+                    for _ in range(2400):  # the provider's thread notes the close on its own
+                        if admin.wait_held(kw["epoch"], timeout_s=0).get("sender_gone_at"):
+                            break
                         select.select([], [], [], 0.05)
+                    else:
+                        pytest.fail("the provider never saw the sender go")
                 on_held(said)
 
             super().__init__(provider, on_held=late, **kw)

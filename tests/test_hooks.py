@@ -27,6 +27,7 @@ from harness.engine import _boundary, _hooks
 from harness.engine import trace as trace_store
 from harness.engine._boundary import Arm
 from harness.engine.supervisor import OutcomeKind, Supervisor, WorkerOutcome
+from tests._cli import run_harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -450,20 +451,7 @@ for job in list(jobs(WorkerConfig.from_env())):
 
 
 def _cli(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", *args, "--report-dir", str(tmp_path / "r")],
-        cwd=tmp_path,
-        env=dict(
-            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
-        ),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    path = tmp_path / "r" / "report.json"
-    report = json.loads(path.read_text()) if path.exists() else {}
-    return proc.returncode, proc.stdout + proc.stderr, report
+    return run_harness(tmp_path, tmp_path, *args)
 
 
 def test_certify_lists_discovered_points_and_a_case_id_mixes_them_with_named_ones(

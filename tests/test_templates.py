@@ -6,14 +6,12 @@ template asks for reaches the worker and nothing the harness writes or prints.""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests._cli import harness_proc
 
 #: a worker that knows nothing of the harness: its database and its receiver from its env
 #: (and the token, which it may not print); what it was given goes to SEEN, outside the
@@ -75,17 +73,7 @@ ENV = ", ".join(
 
 
 def _harness(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=tmp_path,
-        env=dict(
-            os.environ, PYTHONPATH=str(ROOT), CRASH_HARNESS_TMPDIR=str(tmp_path), NO_COLOR="1"
-        ),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return harness_proc(tmp_path, tmp_path, *args, timeout=300)
 
 
 def _files_under(*roots: Path) -> list[Path]:

@@ -262,6 +262,18 @@ class Observation:
 NOT_JUDGED = "[not judged]"
 
 
+def no_rows(ledger: LedgerSnapshot) -> CheckResult | None:
+    """*Not judged* when the ledger has no rows to read at all (no adapter): a checker of rows
+    never passes on none; None when there are rows to judge."""
+    if ledger.no_rows_because is None:
+        return None
+    return CheckResult(
+        Status.UNKNOWN,
+        f"{NOT_JUDGED} {ledger.no_rows_because}",
+        {"no_rows_because": ledger.no_rows_because},
+    )
+
+
 class MissingEvidenceError(Exception):
     """A checker needs evidence that could not be collected; the result is unknown."""
 

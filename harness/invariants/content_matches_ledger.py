@@ -30,6 +30,7 @@ from harness.invariants._model import (
     Observation,
     Status,
     need,
+    no_rows,
     recipient,
 )
 
@@ -56,12 +57,9 @@ def _row_of(
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
-    if ledger.no_rows_because is not None:  # no rows to read at all: never a pass on none
-        return CheckResult(
-            Status.UNKNOWN,
-            f"{NOT_JUDGED} {ledger.no_rows_because}",
-            {"no_rows_because": ledger.no_rows_because},
-        )
+    blind = no_rows(ledger)
+    if blind is not None:
+        return blind
     rows = ledger.deliveries
     by_id = {row.delivery_id: row for row in rows}
     by_recipient: dict[tuple[str, str], list[DeliveryRow]] = {}

@@ -24,13 +24,13 @@ from typing import Any
 
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import (
-    NOT_JUDGED,
     CheckResult,
     DeliveryRow,
     EffectRow,
     Observation,
     Status,
     need,
+    no_rows,
     recipient,
 )
 
@@ -68,12 +68,9 @@ def _problem(row: DeliveryRow, eff: EffectRow) -> str | None:
 def check(obs: Observation) -> CheckResult:
     effects = need(obs.effects, "provider effect log")
     ledger = need(obs.ledger, "ledger")
-    if ledger.no_rows_because is not None:  # no rows to read at all: never a pass on none
-        return CheckResult(
-            Status.UNKNOWN,
-            f"{NOT_JUDGED} {ledger.no_rows_because}",
-            {"no_rows_because": ledger.no_rows_because},
-        )
+    blind = no_rows(ledger)
+    if blind is not None:
+        return blind
     accepted: dict[tuple[str, str], list[EffectRow]] = {}
     for eff in effects:
         if eff.accepted:
