@@ -14,3 +14,9 @@ def tree_setup() -> str:
         return "walk over /proc (no cgroup may be created here)"
     dyn = "on" if _tree.favours_dynamic_moves() else "off"
     return f"cgroup v2 per worker (favordynmods {dyn})"
+
+
+def births(sup: object) -> str:
+    """How the supervisor's workers reached their cgroups (born there by clone3, or moved)."""
+    counts = getattr(sup, "births", {})
+    return ", ".join(f"{n} {how}" for how, n in sorted(counts.items())) or "no cgroup births"

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import requests
-from _machine import tree_setup
+from _machine import births, tree_setup
 from _quick import pick
 
 from fake_providers import ProviderProcess
@@ -104,7 +104,7 @@ def main() -> None:
     b = statistics.median(bare) * 1e3
     h = statistics.median(harnessed) * 1e3
     print(f"cycles per side:             {CYCLES}")
-    print(f"worker trees:                {tree_setup()}")
+    print(f"worker trees:                {tree_setup()}; {births(sup)}")
     print(f"bare fork+commit+POST+kill:  median {b:7.2f} ms")
     print(f"harness crash-restart cycle: median {h:7.2f} ms")
     print(f"ratio harness/bare:          {h / b:.2f}  (goal <= 1.3)")

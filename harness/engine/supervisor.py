@@ -26,6 +26,7 @@ its stacks dumped (faulthandler on SIGABRT) before it is killed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import faulthandler
@@ -42,7 +43,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.engine import _boundary, _keeper, _secrets, _tree, trace
+from harness.engine import _born, _boundary, _keeper, _secrets, _tree, trace
 from harness.engine._boundary import Arm
 from harness.engine._lifeline import Lifelines
 from harness.engine._tree import ProcessTree
@@ -256,6 +257,8 @@ class Supervisor:
         self._cgroup_checked = False
         self._guard: subprocess.Popen[bytes] | None = None
         self._started = 0
+        #: how each worker reached its cgroup (``harness.engine._born``): benchmarks print it
+        self.births: collections.Counter[str] = collections.Counter()
         #: processes the workers cannot do without (the provider): every wait for a worker
         #: also watches these, and raises ``LifelineCut`` the moment one ends
         self.lifelines = Lifelines()
@@ -341,7 +344,9 @@ class Supervisor:
         sys.stdout.flush()
         sys.stderr.flush()
 
-        def run_worker(parent: int, keeper: int | None) -> NoReturn:  # pragma: no cover
+        def run_worker(  # pragma: no cover
+            parent: int, keeper: int | None, *, born_inside: bool = False
+        ) -> NoReturn:
             os.close(events_r)
             os.close(control_w)
             for other in self._live.values():
@@ -358,25 +363,30 @@ class Supervisor:
                 events_fd=events_w,
                 control_fd=control_r,
                 cgroup=cgroup,
+                born_inside=born_inside,
                 keeper=keeper,
                 counter_dir=logdir / f"{name}.hits",
                 hooks=hooks,
             )
 
         keeper: _keeper.Keeper | None = None
+        born_inside = False
         try:
             if cgroup is None:  # walk mode: a keeper above the worker holds its orphans
                 keeper = _keeper.spawn(lambda k: run_worker(k, k), close_in_worker=())
                 pid = keeper.root
                 _GUARD_FDS.update((keeper.hold_fd, keeper.report_fd))
-            else:
-                pid = os.fork()
+            else:  # born in its cgroup where that can be done, else forked and moved there
+                born = _born.fork_into(cgroup)
+                pid = os.fork() if born is None else born
+                born_inside = born is not None
+                self.births["born in its cgroup" if born_inside else "moved to its cgroup"] += 1
         except OSError as exc:
             for fd in (events_r, events_w, control_r, control_w):
                 os.close(fd)
             raise SupervisorError(f"cannot fork worker {name}: {exc}") from exc
         if pid == 0:  # pragma: no cover - runs in the child, which never returns
-            run_worker(parent, None)
+            run_worker(parent, None, born_inside=born_inside)
         os.close(events_w)
         os.close(control_r)
         # Both sides set the group, so a signal sent right after fork cannot miss it. Only the
@@ -417,6 +427,7 @@ class Supervisor:
         keeper: int | None,
         counter_dir: Path,
         hooks: bool = False,
+        born_inside: bool = False,
     ) -> NoReturn:  # pragma: no cover - child side
         code = 0
         try:
@@ -425,7 +436,11 @@ class Supervisor:
             for fd in _GUARD_FDS:  # a worker, or its pool, must not keep a guard waiting
                 with contextlib.suppress(OSError):
                     os.close(fd)
-            if cgroup is not None and not _tree.join_cgroup(cgroup, os.getpid()):
+            if (
+                cgroup is not None
+                and not born_inside
+                and not _tree.join_cgroup(cgroup, os.getpid())
+            ):
                 cgroup = None
             _die_with_parent(parent)
             _secrets.forget_provider_secrets()  # a provider's admin token is not the worker's
