@@ -54,14 +54,20 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Every benchmarks/bench_*.py, printing medians and ratios measured in one run; bench-quick is
-# the same code on a few rounds (CI runs it through tests/test_benchmarks.py so it cannot rot).
+# Every benchmarks/bench_*.py, printing medians and ratios measured in one run, then one table
+# of every figure that has a goal (benchmarks/summarize.py); bench-quick is the same code on a
+# few rounds (CI runs it through tests/test_benchmarks.py so it cannot rot).
 bench: $(STAMP)
-	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b; done
+	@set -e; rec=$$(mktemp); trap 'rm -f $$rec' EXIT; \
+	for b in benchmarks/bench_*.py; do echo "== $$b"; \
+	  CRASH_HARNESS_BENCH_RECORD=$$rec $(BIN)/python $$b; done; \
+	$(BIN)/python benchmarks/summarize.py $$rec
 
 bench-quick: $(STAMP)
-	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; \
-	  CRASH_HARNESS_BENCH_QUICK=1 $(BIN)/python $$b; done
+	@set -e; rec=$$(mktemp); trap 'rm -f $$rec' EXIT; \
+	for b in benchmarks/bench_*.py; do echo "== $$b"; \
+	  CRASH_HARNESS_BENCH_QUICK=1 CRASH_HARNESS_BENCH_RECORD=$$rec $(BIN)/python $$b; done; \
+	$(BIN)/python benchmarks/summarize.py $$rec
 
 clean:
 	rm -rf $(VENV) reports/report.json reports/report.md

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _goals import record
 from _quick import pick
 
 N = pick(500, 50)
@@ -135,6 +136,8 @@ def main() -> None:
             f"ratio {v}/plain: {paired:.3f}x worker CPU {say}, {walls:.3f}x wall"
             " (medians of per-round ratios)"
         )
+        if v == "disarmed":
+            record("disarmed hooks, worker CPU / plain", paired, goal=1.1, at_most=True)
 
 
 def startup() -> None:
