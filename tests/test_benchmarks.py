@@ -6,6 +6,7 @@ exits 0 and prints the medians and ratios it exists to print.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,3 +34,67 @@ def test_benchmark_runs_to_the_end_in_its_quick_form(script: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "median" in proc.stdout, proc.stdout
+
+
+#: the benchmarks that measure a figure issue #27 sets a goal for, and the figures each records
+GOAL_FIGURES = {
+    "bench_jobs": ["sweep --jobs 2 / --jobs 1 speed-up"],
+    "bench_hooks": ["disarmed hooks, worker CPU / plain"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(GOAL_FIGURES), ids=str)
+def test_a_benchmark_with_a_goal_records_its_figures_for_the_summary(
+    script: str, tmp_path: Path
+) -> None:
+    record = tmp_path / "record.jsonl"
+    env = dict(os.environ, CRASH_HARNESS_BENCH_QUICK="1", CRASH_HARNESS_BENCH_RECORD=str(record))
+    path = BENCHMARKS[0].parent / f"{script}.py"
+    proc = subprocess.run(
+        [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [r["figure"] for r in rows] == GOAL_FIGURES[script]
+    summary = subprocess.run(
+        [sys.executable, str(BENCHMARKS[0].parent / "summarize.py"), str(record)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    for row in rows:
+        line = next(ln for ln in summary.splitlines() if ln.startswith(row["figure"]))
+        verdict = "yes" if row["met"] else "NO"
+        assert line.split()[-1] == verdict, line
+        assert ("<=" if row["at_most"] else ">=") in line, line
+
+
+def test_the_summary_says_no_where_a_goal_is_missed_and_yes_where_it_is_met(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "record.jsonl"
+    env = dict(os.environ, CRASH_HARNESS_BENCH_RECORD=str(record))
+    code = (
+        "from _goals import record\n"
+        "record('fast enough', 0.9, goal=1.0, at_most=True)\n"
+        "record('too slow', 1.4, goal=1.3, at_most=True)\n"
+        "record('rate', 12.0, goal=30.0, at_most=False, unit='/s')\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=BENCHMARKS[0].parent, check=True, timeout=60
+    )
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS[0].parent / "summarize.py"), str(record)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    said = {ln.split("  ")[0].strip(): ln.split()[-1] for ln in out.splitlines() if "  " in ln}
+    assert said["fast enough"] == "yes"
+    assert said["too slow"] == "NO"
+    assert said["rate"] == "NO"
+    assert "12.00/s" in out
+    assert ">= 30.00/s" in out
+    assert "1 of 3 goals met" in out
