@@ -59,3 +59,15 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
         f" kB), installed in {venv.install_s:.1f}s, {venv.size_bytes / 1e6:.0f} MB"
     )
     return venv
+
+
+#: what pytest-xdist tells its own workers; a pytest the tests start is not one of them, and
+#: the harness's plugin would read these as "this run is one shard of a split sweep"
+_XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker_for_what_tests_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So the suite runs the same under ``pytest -n 2`` as serially."""
+    for name in _XDIST_ENV:
+        monkeypatch.delenv(name, raising=False)
