@@ -342,12 +342,17 @@ def _reap(proc: subprocess.Popen[bytes] | _Forked, *, kill: bool, timeout_s: flo
         proc.wait()
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask Linux to SIGKILL the fake if whoever started it dies, even by SIGKILL."""
+def _die_with_parent(name: bytes = b"") -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to SIGKILL the fake if whoever started it dies, even by SIGKILL; a forked
+    server also takes ``name`` as its process name (``/proc/<pid>/comm``, what ``ps``
+    shows), its command line being the harness's."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if name:
+            libc.prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):
         pass  # not Linux: stop()/kill() and the context manager still clean up
 
@@ -369,6 +374,11 @@ def _popen(args: list[str], stderr_file: IO[bytes], secrets_r: int) -> subproces
         pass_fds=(secrets_r,),
         preexec_fn=_die_with_parent,
     )
+
+
+def process_name(preset: str) -> str:
+    """What a forked server is called in ``/proc/<pid>/comm`` (at most 15 bytes)."""
+    return f"fp:{preset}"[:15]
 
 
 #: set (to anything) to start every provider in a new interpreter, never forked
@@ -471,7 +481,7 @@ def _serve_in_child(  # pragma: no cover - runs in the forked child only
     code = 1
     try:
         os.setsid()
-        _die_with_parent()
+        _die_with_parent(process_name(args[args.index("--preset") + 1]).encode())
         if os.getppid() != parent:  # the harness died before the death signal was set
             os._exit(1)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE, signal.SIGHUP):
