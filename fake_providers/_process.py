@@ -32,6 +32,7 @@ from fake_providers._credentials import (
     CREDENTIALS_ENV,
     SECRET_ENV,
     dump_credentials,
+    forget_env,
     secrets_message,
 )
 from fake_providers._errors import ProviderError, ProviderStartError
@@ -496,8 +497,7 @@ def _serve_in_child(  # pragma: no cover - runs in the forked child only
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-        for name in _SECRET_ENVS:
-            os.environ.pop(name, None)
+        forget_env(_SECRET_ENVS)  # out of os.environ and blanked in /proc/<pid>/environ
         code = main([*args, "--secrets-fd", "3"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
