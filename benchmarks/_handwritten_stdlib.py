@@ -15,14 +15,14 @@ import threading
 import urllib.request
 
 seen: list[bytes] = []
-worker_pid = 0
 
 
 class Fake(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # the point: the provider has it, the worker has not marked it
-        seen.append(self.rfile.read(int(self.headers["Content-Length"])))
+        pid, job = self.rfile.read(int(self.headers["Content-Length"])).split()
+        seen.append(job)
         if len(seen) == 1:
-            os.kill(worker_pid, signal.SIGKILL)
+            os.kill(int(pid), signal.SIGKILL)
         self.send_response(202)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -36,7 +36,7 @@ def worker(db: str, url: str) -> None:
     c.execute("CREATE TABLE IF NOT EXISTS sent (id TEXT PRIMARY KEY)")
     for job in (f"job-{i}".encode() for i in range(6)):
         if not c.execute("SELECT 1 FROM sent WHERE id = ?", (job,)).fetchone():
-            urllib.request.urlopen(url, data=job, timeout=5).read()
+            urllib.request.urlopen(url, data=b"%d %s" % (os.getpid(), job), timeout=5).read()
             c.execute("INSERT INTO sent VALUES (?)", (job,))
 
 
@@ -44,11 +44,11 @@ server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Fake)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 with tempfile.TemporaryDirectory() as tmp:
     for _ in range(2):  # the run killed at the point, then the restart
-        worker_pid = os.fork()
-        if worker_pid == 0:
+        pid = os.fork()
+        if pid == 0:
             worker(f"{tmp}/outbox.db", f"http://127.0.0.1:{server.server_address[1]}/send")
             os._exit(0)
-        os.waitpid(worker_pid, 0)
+        os.waitpid(pid, 0)
 twice = sorted({job for job in seen if seen.count(job) > 1})
 print(f"{len(seen)} POSTs, twice: {twice}")
 sys.exit(1 if twice else 0)
