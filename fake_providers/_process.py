@@ -439,8 +439,9 @@ class _Forked:
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
+            except ChildProcessError:  # reaped elsewhere: gone, status unknown (as Popen)
+                self.returncode = 0
+                return self.returncode
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
@@ -449,13 +450,21 @@ class _Forked:
         if self.returncode is not None:
             return self.returncode
         if timeout is not None:
-            fd = os.pidfd_open(self.pid)
             try:
-                if not select.select([fd], [], [], timeout)[0]:
-                    raise subprocess.TimeoutExpired([str(self.pid)], timeout)
-            finally:
-                os.close(fd)
-        _, status = os.waitpid(self.pid, 0)
+                fd = os.pidfd_open(self.pid)  # readable once it has exited: no polling
+            except ProcessLookupError:
+                fd = -1  # reaped elsewhere: the waitpid below says so
+            if fd >= 0:
+                try:
+                    if not select.select([fd], [], [], timeout)[0]:
+                        raise subprocess.TimeoutExpired([str(self.pid)], timeout)
+                finally:
+                    os.close(fd)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped elsewhere: gone, status unknown (as Popen)
+            self.returncode = 0
+            return self.returncode
         self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
