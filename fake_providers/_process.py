@@ -4,11 +4,16 @@ Out of process on purpose: the provider must keep its own state (and its durable
 workers are SIGKILLed, and tests can SIGKILL the provider itself and restart it on the same
 log. Readiness comes from the one JSON line the server prints, read with ``select`` and a
 deadline, so a server that dies or hangs at start fails fast with its stderr attached.
+
+The server is forked from the caller where that is safe (``_fork_allowed``): the harness has
+every module the server needs imported already, so a fork saves a new interpreter and its
+imports (about 0.2 s of a one-point run); the child is made as separate as an exec'd one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import secrets
@@ -16,8 +21,10 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -29,6 +36,7 @@ from fake_providers._credentials import (
     CREDENTIALS_ENV,
     SECRET_ENV,
     dump_credentials,
+    forget_env,
     secrets_message,
 )
 from fake_providers._errors import ProviderError, ProviderStartError
@@ -44,7 +52,8 @@ _SECRET_ENVS = frozenset({ADMIN_TOKEN_ENV, CREDENTIALS_ENV, SECRET_ENV})
 
 
 class ProviderProcess:
-    """A running ``python -m fake_providers serve`` subprocess. Use ``ProviderProcess.start``.
+    """A running fake provider process (``python -m fake_providers serve``, or the same program
+    forked from this process). Use ``ProviderProcess.start``.
 
     Attributes: ``url``, ``pid``, ``log_path``, ``stderr_path``, ``credentials``
     (``{id: (secret, scope)}``), ``options`` (as given), ``smtp_port`` (the ``smtp``
@@ -83,7 +92,7 @@ class ProviderProcess:
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self._admin_token = admin_token
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | _Forked | None = None
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -182,44 +191,31 @@ class ProviderProcess:
     # -- lifecycle ----------------------------------------------------------------------
 
     def _spawn(self, port: int, smtp_port: int | None = None) -> None:
-        argv = [sys.executable, "-m", "fake_providers", "serve"]
-        argv += ["--preset", self.preset, "--port", str(port), "--host", self.host]
-        argv += ["--log", str(self.log_path)]
+        args = ["serve", "--preset", self.preset, "--port", str(port), "--host", self.host]
+        args += ["--log", str(self.log_path)]
         if self.window_s is not None:
-            argv += ["--window-s", repr(float(self.window_s))]
+            args += ["--window-s", repr(float(self.window_s))]
         options = dict(self.options)
         if smtp_port is not None:
             options["smtp_port"] = smtp_port
         if options:
-            argv += ["--options-json", json.dumps(options, default=option_json)]
+            args += ["--options-json", json.dumps(options, default=option_json)]
         if not self.durable:
-            argv.append("--no-log")
+            args.append("--no-log")
         # The secrets travel on a pipe the server reads once at start-up, never in its
         # environment: /proc/<pid>/environ keeps the initial environment for the process's
         # whole life, readable by any process of the same user (a worker under test too).
         # Secret variables a user exported for a provider of their own are not passed on.
-        env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENVS}
         secrets_r, secrets_w = os.pipe()
-        argv += ["--secrets-fd", str(secrets_r)]
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p
-        )
-        env["PYTHONUNBUFFERED"] = "1"
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        proc: subprocess.Popen[bytes] | _Forked
         try:
             with self.stderr_path.open("ab") as stderr_file:
                 stderr_start = stderr_file.tell()
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=stderr_file,
-                    env=env,
-                    start_new_session=True,
-                    close_fds=True,
-                    pass_fds=(secrets_r,),
-                    preexec_fn=_die_with_parent,
-                )
+                if _fork_allowed():
+                    proc = _Forked.serve(args, stderr_file.fileno(), secrets_r)
+                else:
+                    proc = _popen(args, stderr_file, secrets_r)
         except BaseException:
             os.close(secrets_w)
             raise
@@ -243,7 +239,9 @@ class ProviderProcess:
         self.smtp_port = int(ready["smtp_port"]) if "smtp_port" in ready else None
         self.admin = AdminClient(self.url, self._admin_token)
 
-    def _read_ready_line(self, proc: subprocess.Popen[bytes], stdout: IO[bytes]) -> dict[str, Any]:
+    def _read_ready_line(
+        self, proc: subprocess.Popen[bytes] | _Forked, stdout: IO[bytes]
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + self.startup_timeout_s
         fd = stdout.fileno()
         buffer = b""
@@ -333,7 +331,7 @@ def _write_secrets(fd: int, message: bytes) -> None:
         os.close(fd)
 
 
-def _reap(proc: subprocess.Popen[bytes], *, kill: bool, timeout_s: float = 5.0) -> None:
+def _reap(proc: subprocess.Popen[bytes] | _Forked, *, kill: bool, timeout_s: float = 5.0) -> None:
     """Signal ``proc`` (SIGKILL or SIGTERM) and wait for it; escalate to SIGKILL on timeout."""
     if proc.poll() is not None:
         return
@@ -350,11 +348,178 @@ def _reap(proc: subprocess.Popen[bytes], *, kill: bool, timeout_s: float = 5.0) 
         proc.wait()
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask Linux to SIGKILL the fake if whoever started it dies, even by SIGKILL."""
+def _die_with_parent(name: bytes = b"") -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to SIGKILL the fake if whoever started it dies, even by SIGKILL; a forked
+    server also takes ``name`` as its process name (``/proc/<pid>/comm``, what ``ps``
+    shows), its command line being the harness's."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if name:
+            libc.prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):
         pass  # not Linux: stop()/kill() and the context manager still clean up
+
+
+def _popen(args: list[str], stderr_file: IO[bytes], secrets_r: int) -> subprocess.Popen[bytes]:
+    """The server in a new interpreter (``python -m fake_providers serve``): the way when
+    this process cannot fork safely (``_fork_allowed``)."""
+    env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENVS}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.Popen(
+        [sys.executable, "-m", "fake_providers", *args, "--secrets-fd", str(secrets_r)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr_file,
+        env=env,
+        start_new_session=True,
+        close_fds=True,
+        pass_fds=(secrets_r,),
+        preexec_fn=_die_with_parent,
+    )
+
+
+def process_name(preset: str) -> str:
+    """What a forked server is called in ``/proc/<pid>/comm`` (at most 15 bytes)."""
+    return f"fp:{preset}"[:15]
+
+
+#: set (to anything) to start every provider in a new interpreter, never forked
+NO_FORK_ENV = "FAKE_PROVIDERS_NO_FORK"
+
+
+def _fork_allowed() -> bool:
+    """Fork the server from this process (no new interpreter, no second import of the
+    server's modules: the harness has them already) only where a fork is safe: Linux (the
+    death signal), and no other thread alive, whose locks the child could inherit held."""
+    return (
+        sys.platform == "linux"
+        and threading.active_count() == 1
+        and not os.environ.get(NO_FORK_ENV)
+    )
+
+
+class _Forked:
+    """A server forked from this process, with the part of ``subprocess.Popen`` that
+    ``ProviderProcess`` uses: ``pid``, ``stdout`` (its ready line), ``poll``, ``wait``,
+    ``kill``, ``terminate``. Only this object reaps it, so its pid cannot be reused while
+    it is signalled."""
+
+    def __init__(self, pid: int, stdout: IO[bytes]) -> None:
+        self.pid = pid
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+
+    @classmethod
+    def serve(cls, args: list[str], stderr_fd: int, secrets_r: int) -> _Forked:
+        """Fork; the child runs ``python -m fake_providers`` ``args`` in place of its copy
+        of this program, and never returns."""
+        import fake_providers.__main__ as serve_main
+
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered here is written twice
+            with contextlib.suppress(Exception):
+                stream.flush()
+        ready_r, ready_w = os.pipe()
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except BaseException:
+            os.close(ready_r)
+            os.close(ready_w)
+            raise
+        if pid == 0:  # pragma: no cover - the child; it ends in os._exit
+            _serve_in_child(serve_main.main, args, parent, ready_w, stderr_fd, secrets_r)
+        os.close(ready_w)
+        return cls(pid, os.fdopen(ready_r, "rb", buffering=0))
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: gone, status unknown (as Popen)
+                self.returncode = 0
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        if timeout is not None:
+            try:
+                fd = os.pidfd_open(self.pid)  # readable once it has exited: no polling
+            except ProcessLookupError:
+                fd = -1  # reaped elsewhere: the waitpid below says so
+            if fd >= 0:
+                try:
+                    if not select.select([fd], [], [], timeout)[0]:
+                        raise subprocess.TimeoutExpired([str(self.pid)], timeout)
+                finally:
+                    os.close(fd)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped elsewhere: gone, status unknown (as Popen)
+            self.returncode = 0
+            return self.returncode
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+def _serve_in_child(  # pragma: no cover - runs in the forked child only
+    main: Callable[[list[str]], int],
+    args: list[str],
+    parent: int,
+    ready_w: int,
+    stderr_fd: int,
+    secrets_r: int,
+) -> None:
+    """The forked child: become what ``_popen`` would have started, then serve.
+
+    The same process as a new interpreter's as far as anyone can tell: its own session,
+    SIGKILLed when the harness dies, stdin /dev/null, stdout the ready pipe, stderr the
+    log's file, no other descriptor of the harness's (a worker's pipe held open here would
+    hang the harness), no secret variable in its environment, default signal handling."""
+    code = 1
+    try:
+        os.setsid()
+        _die_with_parent(process_name(args[args.index("--preset") + 1]).encode())
+        if os.getppid() != parent:  # the harness died before the death signal was set
+            os._exit(1)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN if sig == signal.SIGPIPE else signal.SIG_DFL)
+        gc.freeze()  # the harness's objects are never collected here: none closes a reused fd
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(ready_w, 1)
+        os.dup2(stderr_fd, 2)
+        os.dup2(secrets_r, 3)
+        os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        forget_env(_SECRET_ENVS)  # out of os.environ and blanked in /proc/<pid>/environ
+        code = main([*args, "--secrets-fd", "3"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)

@@ -279,7 +279,7 @@ HOSTILE_REPORT_ENV = "CH_TEST_HOSTILE_REPORT"
 #: env var: where RESETS_EPOCH looks for an admin token: ``environ`` (every process's
 #: environment it can read, its own included, and its own credential), plus ``memory`` (the
 #: admin client a forked worker inherits from the harness); ``logfile``: instead of resetting,
-#: it deletes its second copies from the provider's log file (named in the provider's argv)
+#: it deletes its second copies from the provider's log file (open in the provider's /proc fd)
 HOSTILE_SOURCES_ENV = "CH_TEST_HOSTILE_SOURCES"
 #: env var: ``0`` makes RESETS_EPOCH send each message once (it only resets the provider)
 HOSTILE_TWICE_ENV = "CH_TEST_HOSTILE_TWICE"
@@ -382,21 +382,26 @@ def _resets_epoch(config: WorkerConfig) -> None:
 
 
 def _delete_second_copies() -> int:
-    """Delete every ``-again`` record from the provider's log file, found in the argv of
-    a sibling process (the provider the harness started); return how many went."""
+    """Delete every ``-again`` record from the provider's log file, found among the open
+    files of a sibling process (the provider the harness started: forked, it has no argv
+    of its own, but its open log is listed in /proc/<pid>/fd); return how many went."""
     import sqlite3
 
     for entry in Path("/proc").iterdir():
         try:
             status = (entry / "status").read_text()
-            argv = (entry / "cmdline").read_bytes().decode().split("\0")
-        except (OSError, UnicodeDecodeError):
+            if f"\nPPid:\t{os.getppid()}\n" not in status:
+                continue
+            opened = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
             continue
-        if f"\nPPid:\t{os.getppid()}\n" in status and "fake_providers" in argv and "--log" in argv:
-            log = argv[argv.index("--log") + 1]
-            with sqlite3.connect(log, timeout=30) as conn:
-                cursor = conn.execute("DELETE FROM effects WHERE idempotency_key LIKE '%-again'")
-                return cursor.rowcount
+        for log in opened:
+            if Path(log).name.startswith("provider-effects") and log.endswith(".sqlite"):
+                with sqlite3.connect(log, timeout=30) as conn:
+                    cursor = conn.execute(
+                        "DELETE FROM effects WHERE idempotency_key LIKE '%-again'"
+                    )
+                    return cursor.rowcount
     return 0
 
 

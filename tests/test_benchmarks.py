@@ -38,6 +38,12 @@ def test_benchmark_runs_to_the_end_in_its_quick_form(script: Path) -> None:
 
 #: the benchmarks that measure a figure issue #27 sets a goal for, and the figures each records
 GOAL_FIGURES = {
+    "bench_command": [
+        "one crash point, command / by hand",
+        "one crash point, command / stdlib script",
+        "sweep of 13 cases, command / by hand",
+        "--version / --help",
+    ],
     "bench_jobs": ["sweep --jobs 2 / --jobs 1 speed-up"],
     "bench_hooks": ["disarmed hooks, worker CPU / plain"],
 }

@@ -12,6 +12,7 @@ import select
 import smtplib
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -413,3 +414,26 @@ def test_a_sender_that_gave_up_before_the_kill_is_not_landed_at_the_point(
     assert record.landing.value == "unconfirmed", (record, case.notes)
     assert "stopped waiting for the held reply" in record.detail
     assert case.verdict is not Status.PASS, case.notes
+
+
+def test_the_far_side_worker_starts_while_no_watch_thread_is_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hold is armed before the worker starts and watched after: the worker is started
+    with no other thread alive, so it can be born in its cgroup (``_born``: a fork with a
+    second thread alive falls back to fork-and-move); the kill still lands at the point."""
+    from harness.engine.supervisor import Supervisor
+
+    threads_at_start: list[int] = []
+    real_start = Supervisor.start
+
+    def start(self: Supervisor, *args: Any, **kwargs: Any) -> Any:
+        threads_at_start.append(threading.active_count())
+        return real_start(self, *args, **kwargs)
+
+    monkeypatch.setattr(Supervisor, "start", start)
+    case = _one(systems.resolve("reference"), "crash@accepted.payments#1", tmp_path)
+    assert [r.landing.value for r in case.step_records] == ["landed"]
+    assert case.verdict is Status.PASS, case.notes
+    assert threads_at_start, "no worker started"
+    assert set(threads_at_start) == {1}, threads_at_start

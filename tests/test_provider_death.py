@@ -42,11 +42,18 @@ def _providers(pids: list[int]) -> list[int]:
     for pid in pids:
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             continue
-        if b"fake_providers" in argv and b"serve" in argv:
+        # a provider forked from the harness (its name says so), or a new interpreter
+        if comm.startswith("fp:") or (b"fake_providers" in argv and b"serve" in argv):
             found.append(pid)
     return found
+
+
+def _name_and_argv(pid: int) -> bytes:
+    """A provider's process name (``fp:PRESET`` when forked) and command line."""
+    return Path(f"/proc/{pid}/comm").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def _kill_a_provider_mid_case(
@@ -96,7 +103,7 @@ def _only(pids: list[int]) -> int:
 
 def _the_chat_one(pids: list[int]) -> int:
     assert len(pids) == 2, pids
-    (chat,) = [p for p in pids if b"chat" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    (chat,) = [p for p in pids if b"chat" in _name_and_argv(p)]
     return chat
 
 

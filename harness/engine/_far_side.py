@@ -45,9 +45,14 @@ def point(provider: str) -> str:
 
 
 class HoldWatch:
-    """Arms a provider's hold for one epoch and, on its own thread, waits for it to hold a
-    reply; then calls ``on_held`` (which kills the worker) once. ``stop`` disarms the hold
-    (waking the wait) and returns what the provider said of it last."""
+    """Arms a provider's hold for one epoch and, once ``start``ed, waits on its own thread
+    for it to hold a reply; then calls ``on_held`` (which kills the worker) once. ``stop``
+    disarms the hold (waking the wait) and returns what the provider said of it last.
+
+    Armed at once, watched from ``start``: the caller starts the worker in between, while no
+    other thread is alive, so the worker is born in its cgroup (``harness.engine._born``)
+    instead of forked and moved; a reply held before the watch starts is seen at its first
+    look, the hold being armed before the worker exists."""
 
     def __init__(
         self,
@@ -66,6 +71,9 @@ class HoldWatch:
         self.error: str | None = None
         provider.admin.arm_hold(epoch, nth)
         self._thread = threading.Thread(target=self._watch, name="far-side-hold", daemon=True)
+
+    def start(self) -> None:
+        """Watch for the held reply from now on (the worker is started: see the class)."""
         self._thread.start()
 
     def _watch(self) -> None:
@@ -91,5 +99,6 @@ class HoldWatch:
             last = self._provider.admin.disarm_hold()
         except Exception as exc:
             last = {"armed": False, "error": str(exc)}
-        self._thread.join(WAIT_S + 10)
+        if self._thread.ident is not None:  # started
+            self._thread.join(WAIT_S + 10)
         return last

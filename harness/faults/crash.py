@@ -62,7 +62,8 @@ def _run_far_side(ctx: CaseContext, step: Step, boundary: str, hit: int) -> None
 
     watch = _far_side.HoldWatch(provider, epoch=epoch, nth=hit, on_held=on_held)
     try:
-        holder["worker"] = worker = ctx.spawn()
+        holder["worker"] = worker = ctx.spawn()  # while no watch thread is alive
+        watch.start()
     except BaseException:
         watch.stop()
         raise
