@@ -123,4 +123,5 @@ with Supervisor(workdir=work) as sup:
     assert out.strip() == "[True, True, True] {'born in its cgroup': 3}"
     for f in tmp_path.glob("cg-*"):
         line = next(ln for ln in f.read_text().splitlines() if ln.startswith("0::"))
-        assert "/crash-harness-" in line and line.rsplit("/", 1)[1].startswith("w")
+        assert "/crash-harness-" in line
+        assert line.rsplit("/", 1)[1].startswith("w")

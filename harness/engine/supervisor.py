@@ -30,6 +30,8 @@ import collections
 import contextlib
 import ctypes
 import faulthandler
+import functools
+import gc
 import os
 import select
 import signal
@@ -239,9 +241,15 @@ def _stop_guard(guard: subprocess.Popen[bytes] | None) -> None:
         guard.wait(timeout=15)
 
 
+@functools.cache
+def _prctl() -> Any:
+    """libc's ``prctl``, looked up once in the harness so a worker inherits it ready: a
+    ``ctypes.CDLL`` made in every child cost each one 0.2 ms and ~40 copy-on-write faults."""
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _die_with_parent(parent_pid: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _prctl()(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
 
@@ -343,6 +351,7 @@ class Supervisor:
         control_r, control_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
+        _prctl()  # here, not in each child
 
         def run_worker(  # pragma: no cover
             parent: int, keeper: int | None, *, born_inside: bool = False
@@ -430,6 +439,12 @@ class Supervisor:
         born_inside: bool = False,
     ) -> NoReturn:  # pragma: no cover - child side
         code = 0
+        # Every object inherited from the harness leaves the collector's view in this process:
+        # a full collection here would otherwise walk (and so copy, page by page) the harness's
+        # whole heap: 19 ms for a 75 MB harness in a probe, against 4 ms frozen. Objects the
+        # worker makes are collected as before; inherited cycles that became garbage are left
+        # alone (their finalizers belong to the harness's resources, not the worker's).
+        gc.freeze()
         try:
             with contextlib.suppress(OSError):
                 os.setpgid(0, 0)
