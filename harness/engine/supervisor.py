@@ -352,6 +352,7 @@ class Supervisor:
         sys.stdout.flush()
         sys.stderr.flush()
         _prctl()  # here, not in each child
+        _secrets.ready_to_forget()
 
         def run_worker(  # pragma: no cover
             parent: int, keeper: int | None, *, born_inside: bool = False
