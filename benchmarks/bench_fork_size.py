@@ -9,8 +9,8 @@ harness's is) and prints, as CPU ms medians (parent + child, from getrusage and 
 - the same with the child doing one fixed piece of Python work first (allocations, json): the
   copy-on-write faults any live interpreter takes;
 - the same with a full collection in the child, inherited objects unfrozen, then frozen
-  (``gc.freeze``, as ``Supervisor._child`` does): what one collection of the parent's heap
-  costs a worker;
+  (``gc.freeze``): what one collection of the parent's heap costs a worker (workers do not
+  freeze: ``Supervisor._child`` says why);
 
 and the cost of one copy-on-write fault against a zero-fill fault on this machine.
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -226,32 +224,3 @@ def test_worker_dies_with_a_killed_harness(tmp_path: Path) -> None:
     ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
     os.close(fd)
     assert ready, f"worker {worker_pid} outlived its harness"
-
-
-class _Cycle:
-    def __init__(self) -> None:
-        self.me = self
-
-
-def _reports_gc() -> None:
-    """What the worker's collector sees: inherited objects frozen, its own cycles collected."""
-    frozen = gc.get_freeze_count()
-    gc.collect()
-    _Cycle()  # garbage the moment it is made, kept alive only by its own cycle
-    print(frozen, gc.collect(), flush=True)
-
-
-def test_a_worker_never_collects_what_it_inherited(tmp_path: Path) -> None:
-    """A collection in a worker walks only what the worker made: the harness's heap stays
-    out of it (else one full collection copies every page of it), while the worker's own
-    garbage cycles are still collected, and the harness's collector is left as it was."""
-    trace = tmp_path / "trace.jsonl"
-    before = gc.get_freeze_count()
-    with Supervisor(workdir=tmp_path) as sup:
-        w = sup.start("w1", _reports_gc, trace_path=trace)
-        out = sup.wait(w, timeout_s=30, trace_path=trace)
-    assert out.kind is OutcomeKind.COMPLETED, out
-    frozen, collected = (int(x) for x in (tmp_path / "w1.stdout").read_text().split())
-    assert frozen > len(sys.modules)  # every module, and what it holds, at least
-    assert collected >= 1
-    assert gc.get_freeze_count() == before

@@ -31,7 +31,6 @@ import contextlib
 import ctypes
 import faulthandler
 import functools
-import gc
 import os
 import select
 import signal
@@ -440,12 +439,11 @@ class Supervisor:
         born_inside: bool = False,
     ) -> NoReturn:  # pragma: no cover - child side
         code = 0
-        # Every object inherited from the harness leaves the collector's view in this process:
-        # a full collection here would otherwise walk (and so copy, page by page) the harness's
-        # whole heap: 19 ms for a 75 MB harness in a probe, against 4 ms frozen. Objects the
-        # worker makes are collected as before; inherited cycles that became garbage are left
-        # alone (their finalizers belong to the harness's resources, not the worker's).
-        gc.freeze()
+        # No gc.freeze() here, though a full collection in a worker walks (and so copies) the
+        # harness's whole heap (bench_fork_size.py: 20 ms at 75 MB, 4.6 ms frozen): workers
+        # of an explore almost never run one, and frozen objects leave gc.get_objects(), which
+        # a system under test may use (tests/_systems.py's hostile worker finds the harness's
+        # admin client that way). A worker sees the collector as a plain fork leaves it.
         try:
             with contextlib.suppress(OSError):
                 os.setpgid(0, 0)
