@@ -140,7 +140,7 @@ def main() -> int:
     print(f"  total                              {total:7.1f}")
     print(f"CPU ms per worker incarnation        {per_incarnation:7.1f}")
     print(f"bare fork + SIGKILL + reap           {bare_cpu:7.2f} CPU ms, {bare_wall:.2f} ms wall")
-    print(f"  incarnation / bare fork+kill+reap  {per_incarnation / bare_cpu:7.1f}x")
+    print(f"  incarnation / bare fork+kill+reap  {per_incarnation / bare_cpu:7.1f}x  (goal <= 2x)")
     print(
         f"ceiling on {cores} cores: {cores * 1000 / total:.1f} schedules/s at full use"
         f" (workers alone: {cores * 1000 / (w_user + w_sys):.1f}/s)"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import signal
 
@@ -54,6 +55,7 @@ class _CloneArgs(ctypes.Structure):
 _usable: bool | None = None
 
 
+@functools.cache
 def _syscall() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
     # PyDLL: the GIL stays held across the call, as os.fork holds it; a CDLL call would
     # release it, and the child would wake with the GIL owned by a thread it does not have.

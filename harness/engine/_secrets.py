@@ -8,13 +8,14 @@ them out of any text it stores or prints. Per process: a forked job registers it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, forget_env
+from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, forget_env, libc_environ
 
 #: what a secret becomes in anything the harness writes
 MASK = "***"
@@ -43,6 +44,13 @@ def forget_provider_secrets() -> None:
     included (a forked worker, before it runs the system under test, and so everything that
     system starts)."""
     forget_env(PROVIDER_ONLY_ENV)
+
+
+def ready_to_forget() -> None:
+    """Do in this process, once, what ``forget_provider_secrets`` would otherwise do in every
+    worker forked from it: find libc's environment block."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        libc_environ()
 
 
 def hide_url_passwords(text: str) -> str:
