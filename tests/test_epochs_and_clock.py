@@ -260,6 +260,43 @@ def test_a_stale_epoch_is_refused_and_logged_in_its_own_epoch(chat: ProviderProc
     assert [e.outcome for e in chat.admin.effects()] == ["fresh"]
 
 
+def test_a_drain_told_the_senders_are_gone_cuts_a_held_reply_but_not_a_held_send(
+    chat: ProviderProcess,
+) -> None:
+    """A reply held after processing (a ``timeout`` fault) has its effect logged already:
+    once the harness says no sender is left, the drain lets it go instead of waiting out the
+    hold. A request held before processing (``slow``) still lands first: its effect is what
+    the drain waits for. Without ``senders_gone`` a held reply is waited for as before."""
+    epoch = chat.admin.reset([FaultRule(fault="timeout", hold_s=30.0, then="reply")])
+    answers: list[int] = []
+    sender = threading.Thread(
+        target=lambda: answers.append(
+            _send(chat, f"{chat.url}/epoch/{epoch}", timeout=60).status_code
+        )
+    )
+    sender.start()
+    chat.admin.wait_in_flight(1)
+    assert not chat.admin.drain(epoch, timeout_s=0.05)["drained"]  # the hold is still on
+    drained = chat.admin.drain(epoch, timeout_s=10, senders_gone=True)
+    assert drained["drained"], drained
+    sender.join()
+    assert answers == [200]
+    assert [e.outcome for e in chat.admin.effects(epoch=epoch)] == ["fresh"]
+
+    epoch = chat.admin.reset([FaultRule(fault="slow", delay_s=1.0)])
+    answers.clear()
+    sender = threading.Thread(
+        target=lambda: answers.append(_send(chat, f"{chat.url}/epoch/{epoch}").status_code)
+    )
+    sender.start()
+    chat.admin.wait_in_flight(1)
+    assert chat.admin.drain(epoch, timeout_s=10, senders_gone=True)["drained"]
+    # the held send was processed in its epoch before the drain said it was drained
+    assert [e.outcome for e in chat.admin.effects(epoch=epoch)] == ["fresh"]
+    sender.join()
+    assert answers == [200]
+
+
 def test_drain_waits_for_a_held_send_and_a_send_held_past_its_epoch_is_refused(
     chat: ProviderProcess,
 ) -> None:
