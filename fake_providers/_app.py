@@ -767,14 +767,21 @@ class ProviderApp:
         a drain that says every sender has gone (the harness drains once its workers have
         ended) leaves nobody to tell, so the rest of the hold would only delay the next case.
         """
-        deadline = time.monotonic() + hold_s
+        until = time.monotonic() + hold_s
         with self.lock:
-            while not self._closing.is_set():
-                flight = self._flights.get(token)
-                left = deadline - time.monotonic()
-                if flight is None or flight.reply_cut or left <= 0:
-                    return
-                self._flights_changed.wait(timeout=left)
+            while self.keeps_reply(token, until):
+                self._flights_changed.wait(timeout=until - time.monotonic())
+
+    def keeps_reply(self, token: int, until: float) -> bool:
+        """Whether a reply held until ``until`` (monotonic) is still held: not once the
+        server closes, the drain cut it (``hold_reply``) or the time is up."""
+        flight = self._flights.get(token)
+        return (
+            not self._closing.is_set()
+            and flight is not None
+            and not flight.reply_cut
+            and time.monotonic() < until
+        )
 
     def leave_flight(self, token: int) -> None:
         """The request has been answered (caller holds ``lock``)."""
