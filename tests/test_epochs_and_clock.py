@@ -85,6 +85,26 @@ def test_slow_chat_reply_with_a_rival_stays_in_its_case_and_the_reference_passes
         assert {w.kind.value for w in case.workers} == {"completed"}, case.spec.id
 
 
+def test_a_case_does_not_wait_out_a_reply_held_past_its_workers(tmp_path: Path) -> None:
+    """``provider_slow:30s`` holds a reply far past the worker's 1 s timeout and the drain's
+    10 s: once every worker of the case is reaped, the harness's drain says no sender is
+    left, the held reply goes, and the epoch drains instead of giving up; the reply's effect
+    was logged when it was processed, so the case is judged on the same log."""
+    result = run_campaign(
+        CampaignSettings(
+            system=systems.resolve("reference"),
+            seed=SEED,
+            workdir=tmp_path,
+            keep_workdir=True,
+            provider_preset="chat",
+            cases=[CaseSpec.parse("provider_slow:30s")],
+        )
+    )
+    assert _failing(result) == {}
+    [case] = result.cases
+    assert not [n for n in case.notes if "drain" in n], case.notes
+
+
 def test_a_slow_reply_does_not_get_its_worker_killed(tmp_path: Path) -> None:
     """Without a liveness fault an overdue flag is recorded, never acted on."""
     result = run_campaign(
