@@ -210,6 +210,8 @@ class _Flight:
     epoch: int
     #: provider-clock time a ``slow`` hold ends (it also ends after its delay in wall time)
     due: float | None = None
+    #: a drain that was told every sender had gone cut this request's reply hold short
+    reply_cut: bool = False
 
 
 def json_response(
@@ -495,6 +497,8 @@ class ProviderApp:
     def close(self) -> None:
         """Release held replies and stop the preset's listeners."""
         self._closing.set()
+        with self.lock:
+            self._flights_changed.notify_all()  # replies held on it (``hold_reply``) go now
         self.preset.stop()
 
     # -- WSGI ---------------------------------------------------------------------------
@@ -755,6 +759,30 @@ class ProviderApp:
                 return
             self._flights_changed.wait(timeout=min(left, CLOCK_POLL_S))
 
+    def hold_reply(self, token: int, hold_s: float) -> None:
+        """Hold a processed request's reply (a ``timeout`` fault) ``hold_s`` wall seconds, or
+        until the server closes or a drain cuts it (``/_admin/drain`` with ``senders_gone``).
+
+        The effect is in the log already: only the sender can tell when the reply goes, and
+        a drain that says every sender has gone (the harness drains once its workers have
+        ended) leaves nobody to tell, so the rest of the hold would only delay the next case.
+        """
+        until = time.monotonic() + hold_s
+        with self.lock:
+            while self.keeps_reply(token, until):
+                self._flights_changed.wait(timeout=until - time.monotonic())
+
+    def keeps_reply(self, token: int, until: float) -> bool:
+        """Whether a reply held until ``until`` (monotonic) is still held: not once the
+        server closes, the drain cut it (``hold_reply``) or the time is up."""
+        flight = self._flights.get(token)
+        return (
+            not self._closing.is_set()
+            and flight is not None
+            and not flight.reply_cut
+            and time.monotonic() < until
+        )
+
     def leave_flight(self, token: int) -> None:
         """The request has been answered (caller holds ``lock``)."""
         self._flights.pop(token, None)
@@ -994,7 +1022,7 @@ class ProviderApp:
                     self.flight_stage(token, "held")
             if fault is not None and fault.fault == "timeout":
                 assert fault.hold_s is not None
-                self.pause(fault.hold_s)
+                self.hold_reply(token, fault.hold_s)
             return self._deliver(reply, fault)
         finally:
             with self.lock:
@@ -1272,18 +1300,35 @@ class ProviderApp:
         T seconds, no polling) until no worker request admitted in epoch N (default: the
         current one) is between admission and reply. ``drained`` false means it gave up; the
         requests still in flight are listed (they can no longer be counted in a later epoch:
-        a held send whose epoch is over is refused when its hold ends)."""
+        a held send whose epoch is over is refused when its hold ends).
+
+        ``"senders_gone": true`` says no sender of the epoch is left (the harness's workers
+        have all ended): the reply holds of its processed requests (``timeout`` faults, effect
+        already logged) are cut short rather than waited out; what the log holds is the same,
+        only sooner. A request held *before* processing (``slow``) is still waited for: its
+        effect lands when its hold ends."""
         data = request.get_json(silent=True) if request.content_length else {}
         if not isinstance(data, dict):
             return Reply(json_response(400, {"error": 'expected {"epoch": N, "timeout_s": T}'}))
         epoch, timeout_s = data.get("epoch"), data.get("timeout_s", 10.0)
-        if (epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int))) or (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, int | float)
-            or not math.isfinite(timeout_s)
+        senders_gone = data.get("senders_gone", False)
+        if (
+            (epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)))
+            or (
+                isinstance(timeout_s, bool)
+                or not isinstance(timeout_s, int | float)
+                or not math.isfinite(timeout_s)
+            )
+            or not isinstance(senders_gone, bool)
         ):
             return Reply(
-                json_response(400, {"error": "epoch must be an integer, timeout_s a number"})
+                json_response(
+                    400,
+                    {
+                        "error": "epoch must be an integer, timeout_s a number, "
+                        "senders_gone a boolean"
+                    },
+                )
             )
         started = time.monotonic()
         with self.lock:
@@ -1293,6 +1338,10 @@ class ProviderApp:
                 return [f for f in self._flights.values() if f.epoch == wanted]
 
             waited_for = len(of_epoch())
+            if senders_gone:
+                for flight in of_epoch():
+                    flight.reply_cut = True
+                self._flights_changed.notify_all()
             drained = self._flights_changed.wait_for(
                 lambda: not of_epoch(), timeout=min(max(float(timeout_s), 0.0), MAX_WAIT_S)
             )

@@ -183,11 +183,18 @@ class AdminClient:
         epoch: int = self._call("POST", "/_admin/reset", json=body or None)["epoch"]
         return epoch
 
-    def drain(self, epoch: int | None = None, *, timeout_s: float = 10.0) -> dict[str, Any]:
+    def drain(
+        self, epoch: int | None = None, *, timeout_s: float = 10.0, senders_gone: bool = False
+    ) -> dict[str, Any]:
         """Wait until every worker request of ``epoch`` (default: the current one) has been
         answered or dropped, at most ``timeout_s``; return ``{"epoch", "drained",
-        "waited_for", "waited_s", "in_flight"}`` (``drained`` false: it gave up)."""
+        "waited_for", "waited_s", "in_flight"}`` (``drained`` false: it gave up).
+
+        ``senders_gone``: no sender of the epoch is left, so replies held after processing
+        (``timeout`` faults) go at once instead of at the end of their hold."""
         body: dict[str, Any] = {"timeout_s": timeout_s}
+        if senders_gone:
+            body["senders_gone"] = True
         if epoch is not None:
             body["epoch"] = epoch
         result: dict[str, Any] = self._call(

@@ -85,6 +85,26 @@ def test_slow_chat_reply_with_a_rival_stays_in_its_case_and_the_reference_passes
         assert {w.kind.value for w in case.workers} == {"completed"}, case.spec.id
 
 
+def test_a_case_does_not_wait_out_a_reply_held_past_its_workers(tmp_path: Path) -> None:
+    """``provider_slow:30s`` holds a reply far past the worker's 1 s timeout and the drain's
+    10 s: once every worker of the case is reaped, the harness's drain says no sender is
+    left, the held reply goes, and the epoch drains instead of giving up; the reply's effect
+    was logged when it was processed, so the case is judged on the same log."""
+    result = run_campaign(
+        CampaignSettings(
+            system=systems.resolve("reference"),
+            seed=SEED,
+            workdir=tmp_path,
+            keep_workdir=True,
+            provider_preset="chat",
+            cases=[CaseSpec.parse("provider_slow:30s")],
+        )
+    )
+    assert _failing(result) == {}
+    [case] = result.cases
+    assert not [n for n in case.notes if "drain" in n], case.notes
+
+
 def test_a_slow_reply_does_not_get_its_worker_killed(tmp_path: Path) -> None:
     """Without a liveness fault an overdue flag is recorded, never acted on."""
     result = run_campaign(
@@ -258,6 +278,43 @@ def test_a_stale_epoch_is_refused_and_logged_in_its_own_epoch(chat: ProviderProc
     assert thread.status_code == 410
     assert _send(chat, f"{chat.url}/epoch/{new}").status_code == 200
     assert [e.outcome for e in chat.admin.effects()] == ["fresh"]
+
+
+def test_a_drain_told_the_senders_are_gone_cuts_a_held_reply_but_not_a_held_send(
+    chat: ProviderProcess,
+) -> None:
+    """A reply held after processing (a ``timeout`` fault) has its effect logged already:
+    once the harness says no sender is left, the drain lets it go instead of waiting out the
+    hold. A request held before processing (``slow``) still lands first: its effect is what
+    the drain waits for. Without ``senders_gone`` a held reply is waited for as before."""
+    epoch = chat.admin.reset([FaultRule(fault="timeout", hold_s=30.0, then="reply")])
+    answers: list[int] = []
+    sender = threading.Thread(
+        target=lambda: answers.append(
+            _send(chat, f"{chat.url}/epoch/{epoch}", timeout=60).status_code
+        )
+    )
+    sender.start()
+    chat.admin.wait_in_flight(1)
+    assert not chat.admin.drain(epoch, timeout_s=0.05)["drained"]  # the hold is still on
+    drained = chat.admin.drain(epoch, timeout_s=10, senders_gone=True)
+    assert drained["drained"], drained
+    sender.join()
+    assert answers == [200]
+    assert [e.outcome for e in chat.admin.effects(epoch=epoch)] == ["fresh"]
+
+    epoch = chat.admin.reset([FaultRule(fault="slow", delay_s=1.0)])
+    answers.clear()
+    sender = threading.Thread(
+        target=lambda: answers.append(_send(chat, f"{chat.url}/epoch/{epoch}").status_code)
+    )
+    sender.start()
+    chat.admin.wait_in_flight(1)
+    assert chat.admin.drain(epoch, timeout_s=10, senders_gone=True)["drained"]
+    # the held send was processed in its epoch before the drain said it was drained
+    assert [e.outcome for e in chat.admin.effects(epoch=epoch)] == ["fresh"]
+    sender.join()
+    assert answers == [200]
 
 
 def test_drain_waits_for_a_held_send_and_a_send_held_past_its_epoch_is_refused(

@@ -906,9 +906,17 @@ def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> Non
 
 
 def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
-    """A case ends when the provider has answered or dropped every request of its epoch."""
+    """A case ends when the provider has answered or dropped every request of its epoch.
+
+    With every worker reaped, no sender of the epoch is left to receive a reply the provider
+    still holds after processing (a ``provider_slow`` past the worker's timeout): the drain
+    says so and those replies go at once, instead of the case waiting out the rest of the
+    hold. Their effects are in the log already; a request held *before* processing
+    (``provider_hold``) is still waited for, as its effect lands when the hold ends."""
     try:
-        drained = provider.admin.drain(epoch, timeout_s=DRAIN_TIMEOUT_S)
+        drained = provider.admin.drain(
+            epoch, timeout_s=DRAIN_TIMEOUT_S, senders_gone=not ctx.supervisor.live_pids
+        )
     except Exception as exc:  # the provider is gone: its log says what it saw
         ctx.notes.append(f"provider drain of epoch {epoch} failed: {exc}")
         return
