@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import requests
+from _goals import record
 from _machine import births, tree_setup
 from _quick import pick
 
@@ -108,6 +109,7 @@ def main() -> None:
     print(f"bare fork+commit+POST+kill:  median {b:7.2f} ms")
     print(f"harness crash-restart cycle: median {h:7.2f} ms")
     print(f"ratio harness/bare:          {h / b:.2f}  (goal <= 1.3)")
+    record("crash-restart cycle / bare fork+commit+POST+kill", h / b, goal=1.3, at_most=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 
+from _goals import record
 from _quick import pick
 
 from harness.engine import scenario as scenario_mod
@@ -103,6 +104,14 @@ def main() -> int:
     )
     goal = "  (goal <= 60 s)" if DEPTH == 2 else ""
     print(f"  wall time median {statistics.median(sweep_times):6.2f} s{goal}")
+    if DEPTH == 2:
+        record(
+            f"depth-2 sweep of reference-sweep, {cases} cases",
+            statistics.median(sweep_times),
+            goal=60.0,
+            at_most=True,
+            unit=" s",
+        )
     print(f"explore reference-explore: budget {EXPLORE_BUDGET}, {rounds} rounds")
     for jobs, (values, landed, shares) in rates.items():
         shown = ", ".join(f"{v:.1f}" for v in values)
@@ -113,6 +122,20 @@ def main() -> int:
         print(
             f"           landed share median {statistics.median(shares):6.1%}"
             f"  (rounds: {', '.join(f'{x:.0%}' for x in shares)}; goal >= 90 %)"
+        )
+        record(
+            f"explore schedules/s at --jobs {jobs}",
+            statistics.median(values),
+            goal=30.0,
+            at_most=False,
+            unit="/s",
+        )
+        record(
+            f"explore landed share at --jobs {jobs}",
+            100 * statistics.median(shares),
+            goal=90.0,
+            at_most=False,
+            unit="%",
         )
     return 0
 

@@ -45,6 +45,14 @@ GOAL_FIGURES = {
         "--version / --help",
     ],
     "bench_jobs": ["sweep --jobs 2 / --jobs 1 speed-up"],
+    "bench_cycle": ["crash-restart cycle / bare fork+commit+POST+kill"],
+    "bench_schedule_cost": ["CPU a worker incarnation / bare fork+kill+reap"],
+    # the quick form sweeps depth 1, which has no goal: the depth-2 figure is make bench's
+    "bench_sweep_explore": [
+        f"explore {what} at --jobs {jobs}"
+        for jobs in (1, 2, 3)
+        for what in ("schedules/s", "landed share")
+    ],
     "bench_hooks": ["disarmed hooks, worker CPU / plain"],
 }
 
