@@ -10,6 +10,7 @@ from harness.engine._case import Landing, StepRecord
 from harness.engine._case_result import CaseResult
 from harness.engine._landings import Landings
 from harness.engine.schedule import CaseSpec
+from harness.engine.supervisor import OutcomeKind, WorkerOutcome
 from harness.invariants import Status
 
 
@@ -97,3 +98,66 @@ def test_a_step_that_landed_there_before_is_not_skipped_on_a_later_miss() -> Non
     assert learned.may_land(
         CaseSpec.parse("crash@after_claim#1+crash@after_ack#2+crash@after_ack#1")
     )
+
+
+def _worker(name: str, kind: OutcomeKind) -> WorkerOutcome:
+    return WorkerOutcome(name, 1, kind, None, None, None, None, 0.0, 0.1)
+
+
+def _single_crash(last_kind: OutcomeKind = OutcomeKind.COMPLETED) -> CaseResult:
+    """crash@after_claim#1 landed on w1; w2, the restart, ran to its end reaching after_ack
+    once: what comes after that crash is known before any two-step draw pays to find out."""
+    single = _result(
+        "crash@after_claim#1",
+        [(Landing.LANDED, "w1 killed at after_claim#1 (pid 7)")],
+        {"w1": {"after_claim": 1}, "w2": {"after_claim": 1, "after_ack": 1}},
+    )
+    single.workers = [
+        _worker("w1", OutcomeKind.CRASHED_AS_PLANNED),
+        _worker("w2", last_kind),
+    ]
+    return single
+
+
+def test_a_landed_last_crash_teaches_what_the_restart_reaches() -> None:
+    learned = Landings()
+    learned.learn(_single_crash())
+    assert not learned.may_land(CaseSpec.parse("crash@after_claim#1+crash@after_ack#2"))
+    assert not learned.may_land(CaseSpec.parse("crash@after_claim#1+crash@before_retry#1"))
+    assert learned.may_land(CaseSpec.parse("crash@after_claim#1+crash@after_ack#1"))
+
+
+def test_a_restart_that_did_not_run_to_its_end_teaches_nothing() -> None:
+    learned = Landings()
+    learned.learn(_single_crash(OutcomeKind.HUNG))
+    assert learned.may_land(CaseSpec.parse("crash@after_claim#1+crash@after_ack#2"))
+
+
+def test_a_provider_fault_whose_request_another_rule_took_is_not_drawn_after_it_again() -> None:
+    learned = Landings()
+    taken = _result(
+        "provider_slow:1.5s+provider_slow:0.3s",
+        [
+            (Landing.LANDED, "the provider applied timeout to 1 request(s)"),
+            (
+                Landing.UNCONFIRMED,
+                "request 1 came, but another fault rule (the workload's own?) was applied to"
+                " it first, so timeout was never applied",
+            ),
+        ],
+        {"w1": {}},
+    )
+    learned.learn(taken)
+    assert not learned.may_land(CaseSpec.parse("provider_slow:1.5s+provider_slow:1.5s"))
+    assert not learned.may_land(
+        CaseSpec.parse("crash@after_claim#1+provider_slow:0.3s+provider_slow:0.3s")
+    )
+    assert learned.may_land(CaseSpec.parse("crash@after_claim#1+provider_slow:0.3s"))
+    # a schedule where the pair did land is the counter-example that lifts the rule
+    both = _result(
+        "provider_slow:0.3s+provider_slow:1.5s",
+        [(Landing.LANDED, "applied"), (Landing.LANDED, "applied")],
+        {"w1": {}},
+    )
+    learned.learn(both)
+    assert learned.may_land(CaseSpec.parse("provider_slow:1.5s+provider_slow:1.5s"))

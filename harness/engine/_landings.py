@@ -16,7 +16,11 @@ seen says one of its steps will not land:
   step of that fault) never reached when it ran to its end;
 - any step after a previous step that left the next worker nothing to do (it reached no
   boundary at all), unless some step after that one did land; after two such sightings
-  of one fault kind with no counter-example, any step of that kind is taken to do the same.
+  of one fault kind with no counter-example, any step of that kind is taken to do the same;
+- a step past what the worker restarted after the same crash reached when it ran to its
+  end (learned from a schedule whose last step was that crash, landed);
+- a provider fault with no boundary after another one whose rule took its request before
+  (both aim at the case's n-th request; the first rule wins).
 
 Only a prediction from evidence skips a draw; a schedule with nothing known runs.
 """
@@ -29,13 +33,18 @@ from collections import Counter
 from harness.engine._case import Landing
 from harness.engine._case_result import CaseResult
 from harness.engine.schedule import CaseSpec, Step
+from harness.engine.supervisor import OutcomeKind
 
 #: the worker a step was armed on, as the step's record names it (``w3 reached ...``)
 _WORKER = re.compile(r"^(w\d+) reached ")
+#: the worker a crash landed on, as its record names it (``w2 killed at ...``)
+_KILLED = re.compile(r"^w(\d+) (?:process )?killed ")
 #: a race that found nobody to race: the work was done before it
 _NOBODY = "only 0 of "
 #: sightings of a fault kind leaving nothing to do, with none against, that stand for the kind
 KIND_EVIDENCE = 2
+#: a provider fault whose request another rule took first (``harness.faults.provider``)
+_TAKEN = "another fault rule"
 
 
 class Landings:
@@ -59,6 +68,10 @@ class Landings:
         #: a step with no boundary (a race, a slow reply), wherever it came
         self.landed_anywhere: Counter[str] = Counter()
         self.missed_anywhere: Counter[str] = Counter()
+        #: (fault of an earlier step with no boundary, fault of a later one) -> times the later
+        #: one's request was taken by the earlier one's rule / times it landed all the same
+        self.taken: Counter[tuple[str, str]] = Counter()
+        self.not_taken: Counter[tuple[str, str]] = Counter()
         #: schedules skipped before they ran
         self.skipped = 0
         #: schedules run: one is never skipped (Hypothesis replays a failure to shrink it)
@@ -68,6 +81,8 @@ class Landings:
         """Remember what became of each step of a finished schedule."""
         self.ran.add(result.spec.id)
         steps = result.spec.steps
+        self._learn_reach_after_last(result)
+        self._learn_taken_requests(result)
         for i, (step, record) in enumerate(zip(steps, result.step_records, strict=False)):
             prev = str(steps[i - 1]) if i else None
             key = (prev, str(step))
@@ -94,6 +109,43 @@ class Landings:
                 self.emptied[prev] += 1
                 self.emptied_kind[steps[i - 1].fault] += 1
 
+    def _learn_taken_requests(self, result: CaseResult) -> None:
+        """Provider faults with no boundary are armed at the case's start, each on the n-th
+        request: two of them on one schedule aim at the same request, and the first rule
+        takes it. Seen once, the pair of kinds is known not to land together (until a
+        schedule shows otherwise)."""
+        steps = result.spec.steps
+        for i, (step, record) in enumerate(zip(steps, result.step_records, strict=False)):
+            if step.boundary is not None:
+                continue
+            earlier = {s.fault for s in steps[:i] if s.boundary is None}
+            for fault in earlier:
+                if record.landed:
+                    self.not_taken[(fault, step.fault)] += 1
+                elif _TAKEN in record.detail:
+                    self.taken[(fault, step.fault)] += 1
+
+    def _learn_reach_after_last(self, result: CaseResult) -> None:
+        """A schedule whose last step is a crash that landed shows, in the worker restarted
+        after it and left to run to its end, where a worker gets after that crash: a later
+        draw that adds a step beyond that reach is known not to land before it is tried (a
+        miss teaches the same, but only once it has been paid for)."""
+        steps, records = result.spec.steps, result.step_records
+        if not steps or len(records) != len(steps) or any(s.fault != "crash" for s in steps):
+            return  # only crashes: one worker at a time, each the restart of the one before
+        last = records[-1]
+        killed = _KILLED.match(last.detail)
+        if not last.landed or killed is None:
+            return
+        after = f"w{int(killed.group(1)) + 1}"
+        if [w.worker for w in result.workers][-1:] != [after]:
+            return  # the worker after the crash is not the last one: its reach is not whole
+        if [w.kind for w in result.workers if w.worker == after] != [OutcomeKind.COMPLETED]:
+            return  # it did not run to its end
+        reach = dict(result.hits_by_worker.get(after, {}))
+        self.reach_after.setdefault(str(steps[-1]), reach)
+        self.reach_after_place.setdefault(_place(steps[-1]), reach)
+
     @staticmethod
     def _nothing_left(result: CaseResult, detail: str) -> bool:
         if detail.startswith(_NOBODY):
@@ -113,6 +165,12 @@ class Landings:
             key = (prev, str(step))
             if self.landed[key]:
                 continue  # it landed right here before: nothing says it will not again
+            if step.boundary is None and any(
+                self.taken[(s.fault, step.fault)] and not self.not_taken[(s.fault, step.fault)]
+                for s in steps[:i]
+                if s.boundary is None
+            ):
+                return False
             if self.missed[key]:
                 return False
             if (
