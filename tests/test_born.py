@@ -75,6 +75,12 @@ t = threading.Thread(target=stop.wait)
 t.start()
 got = _born.fork_into(cg)
 stop.set(); t.join()
+# join returns once the thread's Python code is done; the kernel reaps the thread itself a
+# moment later, and until then the process still has two
+for _ in range(1_000_000):
+    if _born.single_threaded():
+        break
+    os.sched_yield()
 alone = _born.fork_into(cg)
 if alone == 0:
     os._exit(0)
