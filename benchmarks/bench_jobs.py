@@ -9,6 +9,8 @@ dry run, which plans the cases) so the ratio can be read against its ceiling.
 
 from __future__ import annotations
 
+import os
+import resource
 import statistics
 import sys
 import time
@@ -37,23 +39,34 @@ def _settings(jobs: int) -> CampaignSettings:
     )
 
 
-def _one(jobs: int) -> tuple[float, float, int]:
+def _cpu_s() -> float:
+    """CPU of this process and every descendant it has reaped (jobs, workers, providers)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _one(jobs: int) -> tuple[float, float, int, float]:
+    cpu0 = _cpu_s()
     with Campaign(_settings(jobs)) as campaign:
         start = time.perf_counter()
         results, coverage = sweep(campaign, jobs=jobs)
         wall = time.perf_counter() - start
+    cpu = _cpu_s() - cpu0  # the campaign's set-up and tear-down included: they run on a core
     assert all(r.verdict is Status.PASS for r in results), f"jobs={jobs}: a case failed"
-    return wall, results[0].duration_s, len(coverage.expected)
+    return wall, results[0].duration_s, len(coverage.expected), cpu / wall
 
 
 def main() -> int:
     walls: dict[int, list[float]] = {1: [], 2: []}
+    busy: dict[int, list[float]] = {1: [], 2: []}
     dry: list[float] = []
     cases = 0
     for _ in range(ROUNDS):
         for jobs in (1, 2):
-            wall, dry_s, cases = _one(jobs)
+            wall, dry_s, cases, cores_busy = _one(jobs)
             walls[jobs].append(wall)
+            busy[jobs].append(cores_busy)
             dry.append(dry_s)
     one, two = statistics.median(walls[1]), statistics.median(walls[2])
     serial = statistics.median(dry)
@@ -63,6 +76,11 @@ def main() -> int:
     print(f"  --jobs 2  median {two:6.2f} s")
     print(f"  speed-up  {one / two:5.2f}x  (goal >= 1.8x; ceiling with a {serial:.2f} s serial")
     print(f"            dry run: {ceiling:.2f}x)")
+    b1, b2 = statistics.median(busy[1]), statistics.median(busy[2])
+    print(
+        f"  cores kept busy (CPU s / wall s): --jobs 1 {b1:.2f}, --jobs 2 {b2:.2f}"
+        f" of {os.cpu_count()}; a CPU-bound ceiling: {min(2.0, (os.cpu_count() or 1) / b1):.2f}x"
+    )
     record("sweep --jobs 2 / --jobs 1 speed-up", one / two, goal=1.8, at_most=False)
     return 0
 
