@@ -33,6 +33,28 @@ class FreshVenv:
     build_s: float
     install_s: float
     size_bytes: int
+    #: built by another xdist worker of the same run (its timings are that worker's)
+    shared: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "root": str(self.root),
+            "wheel": str(self.wheel),
+            "build_s": self.build_s,
+            "install_s": self.install_s,
+            "size_bytes": self.size_bytes,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object], *, shared: bool) -> FreshVenv:
+        return cls(
+            Path(str(data["root"])),
+            Path(str(data["wheel"])),
+            float(data["build_s"]),  # type: ignore[arg-type]
+            float(data["install_s"]),  # type: ignore[arg-type]
+            int(data["size_bytes"]),  # type: ignore[call-overload]
+            shared=shared,
+        )
 
     def bin(self, name: str) -> Path:
         """A console script (or the interpreter) of this venv."""

@@ -7,6 +7,8 @@ them, so a green CI always means both backends ran.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 
 import pytest
@@ -50,10 +52,24 @@ def db_url(request: pytest.FixtureRequest) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
-    """This checkout's wheel in a venv of its own, built once per session (the slow part of
-    every test that runs the installed copy; see ``tests/_fresh_venv.py``)."""
-    venv = build_fresh_venv(tmp_path_factory.mktemp("fresh-venv"))
+def fresh_venv(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> FreshVenv:
+    """This checkout's wheel in a venv of its own, built once per run (the slow part of every
+    test that runs the installed copy; see ``tests/_fresh_venv.py``). Under pytest-xdist the
+    workers share one: the first builds it under a lock, the others read it (tests only run
+    what it holds, never change it)."""
+    base = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # an xdist worker: its parent dir is the run's
+        base = base.parent
+    with open(base / "fresh-venv.lock", "a") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        record = base / "fresh-venv.json"
+        if record.exists():
+            venv = FreshVenv.from_json(json.loads(record.read_text()), shared=True)
+        else:
+            venv = build_fresh_venv(base / "fresh-venv")
+            record.write_text(json.dumps(venv.to_json()))
     print(
         f"fresh venv: wheel built in {venv.build_s:.1f}s ({venv.wheel.stat().st_size / 1e3:.0f}"
         f" kB), installed in {venv.install_s:.1f}s, {venv.size_bytes / 1e6:.0f} MB"
