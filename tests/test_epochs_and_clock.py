@@ -31,6 +31,21 @@ SEED = 1
 SLOW = {"fault": "slow", "delay_s": 1.5, "nth": 1, "times": 1}
 
 
+def _on_chat(tmp_path: Path, *case_ids: str, **more: Any) -> Any:
+    """The reference on the chat preset, seed ``SEED``, its work dir kept: the cases given."""
+    return run_campaign(
+        CampaignSettings(
+            system=systems.resolve("reference"),
+            seed=SEED,
+            workdir=tmp_path,
+            keep_workdir=True,
+            provider_preset="chat",
+            cases=[CaseSpec.parse(c) for c in case_ids],
+            **more,
+        )
+    )
+
+
 def _failing(result: Any) -> dict[str, dict[str, str]]:
     return {
         c.spec.id: {n: r.summary for n, r in c.invariants.items() if r.status is not Status.PASS}
@@ -56,22 +71,11 @@ def test_slow_chat_reply_with_a_rival_stays_in_its_case_and_the_reference_passes
     """Every case of the campaign holds its first send 1.5 s before the provider processes
     it; the race case is followed by two innocent baselines on the same provider."""
     faults = (*build_workload(SEED).provider_faults, SLOW)
-    cases = [CaseSpec.parse(c) for c in ("concurrent_claim", "baseline", "baseline")]
-    result = run_campaign(
-        CampaignSettings(
-            system=systems.resolve("reference"),
-            seed=SEED,
-            workdir=tmp_path,
-            keep_workdir=True,
-            provider_preset="chat",
-            provider_faults=faults,
-            cases=cases,
-        )
-    )
+    result = _on_chat(tmp_path, "concurrent_claim", "baseline", "baseline", provider_faults=faults)
     assert _failing(result) == {}
     effects = _effects(tmp_path)
     epochs = sorted({e[1] for e in effects})
-    assert len(epochs) == len(cases), effects
+    assert len(epochs) == len(result.cases), effects
     for epoch in epochs:
         mine = [e for e in effects if e[1] == epoch]
         # The case's own held send, exactly once, in its own epoch (none leaked in or out).
@@ -90,16 +94,7 @@ def test_a_case_does_not_wait_out_a_reply_held_past_its_workers(tmp_path: Path) 
     10 s: once every worker of the case is reaped, the harness's drain says no sender is
     left, the held reply goes, and the epoch drains instead of giving up; the reply's effect
     was logged when it was processed, so the case is judged on the same log."""
-    result = run_campaign(
-        CampaignSettings(
-            system=systems.resolve("reference"),
-            seed=SEED,
-            workdir=tmp_path,
-            keep_workdir=True,
-            provider_preset="chat",
-            cases=[CaseSpec.parse("provider_slow:30s")],
-        )
-    )
+    result = _on_chat(tmp_path, "provider_slow:30s")
     assert _failing(result) == {}
     [case] = result.cases
     assert not [n for n in case.notes if "drain" in n], case.notes
@@ -107,16 +102,7 @@ def test_a_case_does_not_wait_out_a_reply_held_past_its_workers(tmp_path: Path) 
 
 def test_a_slow_reply_does_not_get_its_worker_killed(tmp_path: Path) -> None:
     """Without a liveness fault an overdue flag is recorded, never acted on."""
-    result = run_campaign(
-        CampaignSettings(
-            system=systems.resolve("reference"),
-            seed=SEED,
-            workdir=tmp_path,
-            keep_workdir=True,
-            provider_preset="chat",
-            cases=[CaseSpec.parse("provider_timeout")],
-        )
-    )
+    result = _on_chat(tmp_path, "provider_timeout")
     assert _failing(result) == {}
     (case,) = result.cases
     assert [w.kind.value for w in case.workers] == ["completed"]
@@ -124,16 +110,7 @@ def test_a_slow_reply_does_not_get_its_worker_killed(tmp_path: Path) -> None:
 
 
 def test_provider_slow_fault_holds_the_first_send(tmp_path: Path) -> None:
-    result = run_campaign(
-        CampaignSettings(
-            system=systems.resolve("reference"),
-            seed=SEED,
-            workdir=tmp_path,
-            keep_workdir=True,
-            provider_preset="chat",
-            cases=[CaseSpec.parse("provider_slow:1.5+concurrent_claim")],
-        )
-    )
+    result = _on_chat(tmp_path, "provider_slow:1.5+concurrent_claim")
     assert _failing(result) == {}
     # provider_slow handles the send at once and holds its reply (a timeout rule that replies)
     slow = [e for e in _effects(tmp_path) if e[4] == "timeout"]
@@ -144,16 +121,7 @@ def test_provider_slow_fault_holds_the_first_send(tmp_path: Path) -> None:
 def test_provider_hold_holds_the_first_send_before_processing_it(tmp_path: Path) -> None:
     """The request itself is held (logged ``slow`` when it lands); the case drains it, the
     reference reconciles after its timeout and backoff, and passes."""
-    result = run_campaign(
-        CampaignSettings(
-            system=systems.resolve("reference"),
-            seed=SEED,
-            workdir=tmp_path,
-            keep_workdir=True,
-            provider_preset="chat",
-            cases=[CaseSpec.parse("provider_hold:1.5s+concurrent_claim")],
-        )
-    )
+    result = _on_chat(tmp_path, "provider_hold:1.5s+concurrent_claim")
     assert _failing(result) == {}
     held = [e for e in _effects(tmp_path) if e[4] == "slow"]
     assert len(held) == 1
@@ -386,16 +354,7 @@ def test_a_send_held_past_the_workers_end_is_drained_into_its_own_case(tmp_path:
     the thread, finds nothing and resends, and then the provider processes the first copy.
     That duplicate is real (real time would give the same order), so it must fail the case
     that made it, never the next one: the case waits for its epoch to drain."""
-    result = run_campaign(
-        CampaignSettings(
-            system=systems.resolve("reference"),
-            seed=SEED,
-            workdir=tmp_path,
-            keep_workdir=True,
-            provider_preset="chat",
-            cases=[CaseSpec.parse(c) for c in ("provider_hold:3s", "baseline")],
-        )
-    )
+    result = _on_chat(tmp_path, "provider_hold:3s", "baseline")
     guilty, innocent = result.cases
     assert guilty.invariants["exactly_once_effect"].status is Status.FAIL
     assert innocent.verdict is Status.PASS, _failing(result)
