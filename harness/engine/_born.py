@@ -51,8 +51,8 @@ class _CloneArgs(ctypes.Structure):
     ]
 
 
-#: None until first tried; False once the kernel refused clone3 (never tried again)
-_usable: bool | None = None
+#: True once the kernel refused clone3 here (never tried again)
+_refused = False
 
 
 @functools.cache
@@ -84,12 +84,12 @@ def fork_into(cgroup_dir: str) -> int | None:
     the parent, 0 in the child), or None when that cannot be done safely here (then nothing
     was forked). Raises ``OSError`` for a failure that a plain fork would meet too
     (``EAGAIN``, ``ENOMEM``)."""
-    global _usable
-    if _usable is False or not single_threaded():
+    global _refused
+    if _refused or not single_threaded():
         return None
     syscall = _syscall()
     if syscall is None:
-        _usable = False
+        _refused = True
         return None
     try:
         dirfd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -106,12 +106,11 @@ def fork_into(cgroup_dir: str) -> int | None:
         api.PyOS_AfterFork_Parent()
     os.close(dirfd)
     if pid >= 0:
-        _usable = True
         return pid
     if err in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG, errno.EOPNOTSUPP):
         # no clone3 here, no CLONE_INTO_CGROUP, or a policy against it: the migrating fork
         # still works, so fall back for good
-        _usable = False
+        _refused = True
         return None
     if err in (errno.EBUSY, errno.EACCES, errno.ENOENT):
         return None  # this cgroup cannot take it (a domain rule, removed): fall back
