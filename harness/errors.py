@@ -5,6 +5,8 @@
     │   ├── UnknownBoundaryError a plan names a boundary the system does not declare
     │   ├── UnknownSystemError   --system names nothing we can load
     │   ├── SystemDefinitionError a simple_system or ledger adapter is declared wrongly
+    │   ├── GlueError            the user's own code the harness calls (prepare, intent, a
+    │   │                        ledger adapter, the module defining a system) raised
     │   └── DatabaseUnreachableError  --db cannot be connected to
     ├── LeaseLostError           a worker's fenced update found a newer lease epoch
     └── SupervisorError          the harness could not start or reap a worker
@@ -71,6 +73,13 @@ class SystemDefinitionError(BadInputError, ValueError):
     """A user's ``simple_system(...)`` or ``LedgerAdapter`` is declared wrongly (a boundary
     listed twice, a state mapped to no harness state): refused where it is written, before a
     case runs. A ``ValueError`` too, as these were before they had a name."""
+
+
+class GlueError(BadInputError):
+    """The user's own code that the harness calls in its own process (a system's
+    ``prepare``, its ``intent``, its ledger adapter, the module that defines it) raised. A
+    setup error (exit 2), said in one line naming the user's file and line and the exception:
+    never a finding about the worker (exit 1), never the harness's own failure (exit 4)."""
 
 
 class DatabaseUnreachableError(BadInputError):

@@ -214,6 +214,10 @@ def import_attr(ref: str, *, where: str, error: type[Exception] = UnknownSystemE
         raise error(f"{where}: cannot import {module_name!r}: {exc}") from None
     except BadInputError as exc:  # a simple_system(...) or adapter the module defines wrongly
         raise error(f"{where}: {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module's own code broke: the user's line, not a traceback
+        from harness.engine._glue import describe
+
+        raise error(f"{where}: {describe(f'importing {module_name!r}', exc)}") from None
     return getattr(module, attr, None)
 
 

@@ -114,6 +114,22 @@ class _LazyGroup(click.Group):
             give_version(command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every command ends in a status CI can read: a setup error of the user's is one
+        line and exit 2 wherever it is raised, and an exception nobody expected is the
+        harness's own failure (exit 4), never the uncaught-exception exit 1 that means
+        "violation found"."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except BadInputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(ExitStatus.BAD_INPUT)
+        except Exception:
+            click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
+            sys.exit(ExitStatus.INTERNAL_ERROR)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(map(len, names))  # click's own rule

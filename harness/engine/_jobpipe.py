@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from harness.engine.supervisor import wait_readable
+from harness.errors import BadInputError
 
 if TYPE_CHECKING:
     from harness.engine.campaign import Campaign
@@ -76,6 +77,10 @@ def start_job(
             # a campaign of the parent's own kind: this module never imports the campaign
             with type(parent)(settings) as campaign:
                 work(campaign, write_fd)
+        except BadInputError as exc:  # the user's input or glue: the parent says it in a line
+            code = 1
+            with contextlib.suppress(Exception):
+                send(write_fd, "bad_input", str(exc))
         except BaseException:
             code = 1
             with contextlib.suppress(Exception):

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.engine import make_url
 
 from fake_providers import FaultRule, ProviderProcess
 from harness.clock import SharedClock, start_for_seed
-from harness.engine import _db, _faketime, _far_side, _provider_watch, _scratch, _secrets
+from harness.engine import _db, _faketime, _far_side, _glue, _provider_watch, _scratch, _secrets
 from harness.engine import credentials as credentials_mod
 from harness.engine import trace as trace_store
 from harness.engine._case import ANOMALIES, CaseContext, Landing, StepRecord
@@ -39,7 +40,7 @@ from harness.engine.settle import Settle
 from harness.engine.supervisor import OutcomeKind, Supervisor, WorkerOutcome
 from harness.engine.trace import TraceEvent
 from harness.engine.workload import Workload, build_workload, case_intent, seed_database
-from harness.errors import BadInputError
+from harness.errors import BadInputError, GlueError, HarnessError
 from harness.faults import FAULTS
 from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, looks, run_all
@@ -938,7 +939,7 @@ def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
 
 
 def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:
-    system.prepare(engine)
+    _glue.call(f"system {system.name!r}: its prepare", system.prepare, engine)
     seed_database(engine, workload, system.roster or INTAKE_ROSTER)
 
 
@@ -973,8 +974,12 @@ def _observe(
             ledger = system.read_ledger(engine)
         finally:
             engine.dispose()
-    except Exception:  # the checkers that need it will say unknown
+    except SQLAlchemyError:  # the worker's database as it left it: the checkers say unknown
         ledger = None
+    except HarnessError:
+        raise
+    except Exception as exc:  # a bug in the user's adapter is theirs, not the worker's
+        raise GlueError(_glue.describe(f"system {system.name!r}: its read_ledger", exc)) from exc
     effects: tuple[EffectRow, ...] | None = ()
     try:
         for name, (provider, epoch) in providers.items():

@@ -394,10 +394,13 @@ def _explore_jobs(
     inbox = _jobpipe.Inbox()
     finals: list[ExploreResult] = []
     errors: list[str] = []
+    bad: list[str] = []  # the user's input or glue, said in a line like any bad input
 
     def take(fd: int, kind: str, value: object) -> None:
         if kind == "error":  # raised once this search is over, not inside it
             errors.append(f"explore job (pid {pipes[fd]}) failed:\n{value}")
+        elif kind == "bad_input":
+            bad.append(str(value))
         elif kind == "case":
             assert isinstance(value, CaseResult)
             seen(value)
@@ -439,6 +442,10 @@ def _explore_jobs(
             reach=reach,
         )
         receive(block=True)
+        if bad:
+            from harness.errors import BadInputError
+
+            raise BadInputError(bad[0])
         if errors:
             from harness.errors import HarnessError
 

@@ -66,6 +66,8 @@ def run_cases(
     inbox = _jobpipe.Inbox()
 
     def take(fd: int, kind: str, value: object) -> None:
+        if kind == "bad_input":
+            raise BadInputError(str(value))
         if kind == "error":
             raise HarnessError(f"job {children[fd][1] + 1} failed:\n{value}")
         assert isinstance(value, CaseResult)

@@ -18,6 +18,7 @@ from faker import Faker
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from harness.engine import _glue
 from harness.errors import BadInputError
 from harness.intake import INTAKE_ROSTER, Roster, RunRequest
 
@@ -112,7 +113,7 @@ def case_intent(
         return dict(workload.intended())
     engine = target.engine()
     try:
-        declared = system.intent(engine)
+        declared = _glue.call(f"system {system.name!r}: its intent", system.intent, engine)
     finally:
         engine.dispose()  # never fork with open connections
     if declared is None:
