@@ -9,7 +9,10 @@ is reached twice, so a count per pair sees nothing; every recipient got the mess
   adapter), so nothing but the providers' logs can catch it. On 8213f3e ``certify --case
   baseline`` of it said ``ok baseline``, exit 0, with 6 intended and 12 accepted.
 - ``AGAIN_ON_REFERENCE``: the reference worker, which, once everything is settled, sends every
-  delivered row once more under made-up ids (its ledger is the reference's).
+  delivered row once more under made-up ids (its ledger is the reference's, whose checkers
+  already saw effects of runs it never committed on 8213f3e).
+- ``AGAIN_WITHOUT_ADAPTER``: the same worker plugged in without a ledger adapter, as a user's
+  own worker often is: only the providers' logs judge it, and on 8213f3e it passed.
 
 Importable as ``tests._hostile_unintended:NAME`` for ``--system``.
 """
@@ -17,15 +20,23 @@ Importable as ``tests._hostile_unintended:NAME`` for ``--system``.
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import replace
 
 import requests
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
+from harness.reference.provider_client import Answer
 from harness.reference.worker import ReferenceWorker
+from harness.snapshot import PartialLedger, unread_ledger
 from harness.systems import resolve
 from harness.usersystem import Job, boundary, jobs, simple_system
 from harness.worker_config import WorkerConfig
+
+#: what ``AGAIN_ON_REFERENCE`` prints on stderr (the report keeps its tail): how many second
+#: copies the provider accepted, so a test knows the hostile act happened without asking
+#: the harness it tests
+COPIES = "hostile copies accepted: "
 
 #: how often one send is tried before the worker gives up on it (the faults are transient)
 TRIES = 6
@@ -90,9 +101,10 @@ def _again_on_reference(config: WorkerConfig) -> None:
     finally:
         engine.dispose()
     again = ReferenceWorker(config)
+    accepted = 0
     try:
         for delivery_id, destination, body, recognizer in rows:
-            again.provider.send(
+            sent = again.provider.send(
                 key=made_up("key", delivery_id),
                 destination=destination,
                 run_id=made_up("run", delivery_id),
@@ -100,9 +112,23 @@ def _again_on_reference(config: WorkerConfig) -> None:
                 body=body,
                 recognizer=recognizer,
             )
+            accepted += sent.answer is Answer.ACCEPTED
     finally:
         again.provider.close()
         again.ledger.close()
+        print(f"{COPIES}{accepted}", file=sys.stderr, flush=True)
+
+
+def copies_accepted(report_case: dict[str, object]) -> int:
+    """The second copies every incarnation of ``AGAIN_ON_REFERENCE`` in a report's case said
+    the provider accepted (from the stderr tails the harness keeps)."""
+    total = 0
+    workers = report_case.get("workers")
+    for worker in workers if isinstance(workers, list) else ():
+        for line in str(worker.get("stderr_tail") or "").splitlines():
+            if line.startswith(COPIES):
+                total += int(line[len(COPIES) :])
+    return total
 
 
 AGAIN_ON_REFERENCE = replace(
@@ -110,4 +136,16 @@ AGAIN_ON_REFERENCE = replace(
     name="tests._hostile_unintended:AGAIN_ON_REFERENCE",
     description="the reference, then every delivered row once more under made-up ids",
     main=_again_on_reference,
+)
+
+
+def _no_adapter(engine: Engine) -> PartialLedger:
+    return unread_ledger(AGAIN_WITHOUT_ADAPTER.name)
+
+
+AGAIN_WITHOUT_ADAPTER = replace(
+    AGAIN_ON_REFERENCE,
+    name="tests._hostile_unintended:AGAIN_WITHOUT_ADAPTER",
+    description="AGAIN_ON_REFERENCE, plugged in without a ledger adapter",
+    read_ledger=_no_adapter,
 )
