@@ -95,6 +95,11 @@ def test_a_resend_on_restart_fails_exactly_once_naming_the_provider(tmp_path: Pa
     assert dup["providers"] == ["hooks"]
     assert {e["provider"] for e in dup["effects"]} == {"hooks"}
     assert case["effects"]["by_provider"]["hooks"]["accepted"] == 3
+    # a resend under the intended run is on an intended delivery (exactly_once_effect's),
+    # not an unintended effect
+    assert case["effects"]["by_provider"]["hooks"]["on_intended"] == 3
+    assert case["effects"]["unintended"] == 0
+    assert case["invariants"]["no_unintended_effect"]["status"] == "pass"
     # every report format shows each provider's effects apart
     from harness.reports import schema_errors, to_json, write_all
 
@@ -103,7 +108,10 @@ def test_a_resend_on_restart_fails_exactly_once_naming_the_provider(tmp_path: Pa
     paths = write_all(report, tmp_path / "r")
     markdown = paths["md"].read_text()
     assert re.search(r"effect hooks#\d+ repeats hooks#\d+", markdown), markdown
-    assert "hooks: 3 accepted of 3 request(s), pay: 2 accepted of 2 request(s)" in markdown
+    assert (
+        "hooks: 3 accepted of 3 request(s) (3 on intended deliveries, 0 unintended),"
+        " pay: 2 accepted of 2 request(s) (2 on intended deliveries, 0 unintended)"
+    ) in markdown
     assert "hooks: 3 accepted" in paths["junit"].read_text()
     page = paths["html"].read_text()
     assert re.search(r'id="[^"]*-effect-hooks-\d+"', page)

@@ -7,12 +7,18 @@ this takes the files it loads and runs one of their cases for real (`crash-harne
 --case ID`, a subprocess, real workers and providers), because a value can pass every check
 and still break a campaign: an overflowing clock field, a deadline that cannot be met, a
 fault size that spins.
+
+A drawn run may also get a hostile worker in place of its file's system (a class of
+``tests/_hostile_unintended.py``: the reference, then every delivered message once more under
+a made-up run, delivery id and key); whatever else the file says, a case in which the
+provider accepted such a second copy never passes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,21 +33,48 @@ from hypothesis import strategies as st
 
 from harness.engine import scenario as scenario_mod
 from harness.errors import BadInputError
-from tests.test_scenario_fuzz import mutated
+from tests._hostile_unintended import copies_accepted
+from tests.test_scenario_fuzz import BUILTINS, mutated
 
 ROOT = Path(__file__).resolve().parent.parent
 #: a run of one case that takes longer than this is spinning, whatever its file says
 LIMIT_S = 120.0
 #: CI's bounded sample; ``make fuzz`` sets more
 EXAMPLES = int(os.environ.get("CRASH_HARNESS_RUN_FUZZ_EXAMPLES", "3"))
+#: the hostile workers a drawn run may get in place of the file's system: the second copies
+#: with the reference's ledger, and without a ledger adapter (only the providers' logs judge)
+HOSTILES = (
+    "tests._hostile_unintended:AGAIN_ON_REFERENCE",
+    "tests._hostile_unintended:AGAIN_WITHOUT_ADAPTER",
+)
+#: the lines a hostile run drops: the file's system and what it expects of that system
+_SWAPPED = re.compile(rb"^\s*(system|violation|hold)\s*=")
 SEEN: Counter[str] = Counter()
 SLOWEST: list[float] = [0.0]
 
 
+def as_hostile(data: bytes, hostile: str) -> bytes:
+    """The file with its system swapped for ``hostile`` and its expectations dropped (the
+    hostile worker is judged by every invariant, as a system expecting nothing is)."""
+    lines = [ln for ln in data.split(b"\n") if not _SWAPPED.match(ln)]
+    system = f'system = "{hostile}"'.encode()
+    at = next((i for i, ln in enumerate(lines) if ln.strip() == b"[scenario]"), None)
+    if at is None:
+        return b"\n".join([b"[scenario]", system, *lines])
+    return b"\n".join([*lines[: at + 1], system, *lines[at + 1 :]])
+
+
 @st.composite
-def runnable(draw: st.DrawFn) -> tuple[str, bytes, str]:
-    """A mutated file that loads, and one case id of it to run."""
-    name, data = draw(mutated())
+def runnable(draw: st.DrawFn, *, hostile: bool = False) -> tuple[str, bytes, str]:
+    """A mutated file that loads, and one case id of it to run; ``hostile``: a built-in file
+    as it is or mutated, run by one of the ``HOSTILES``."""
+    if hostile and draw(st.booleans()):
+        path = draw(st.sampled_from(BUILTINS))
+        name, data = path.name, path.read_bytes()
+    else:
+        name, data = draw(mutated())
+    if hostile:
+        data = as_hostile(data, draw(st.sampled_from(HOSTILES)))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_bytes(data)
@@ -135,4 +168,46 @@ def test_a_mutated_scenario_that_loads_runs_cleanly(capsys: pytest.CaptureFixtur
             f"\nrun fuzz: {SEEN.total()} mutated files run ({by_status}); slowest"
             f" {SLOWEST[0]:.1f}s; 0 tracebacks, 0 spinning"
         )
+    assert SEEN.total() > 0
+
+
+def _hostile_never_passes(case: tuple[str, bytes, str]) -> None:
+    """The run is clean as above, and a case where the provider accepted a second copy under
+    made-up ids is never a pass: neither its verdict nor its exit status."""
+    name, data, case_id = case
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        status, output, took = _run(path, case_id, Path(tmp) / "reports")
+        report_path = Path(tmp) / "reports" / "report.json"
+        report = json.loads(report_path.read_text()) if report_path.exists() else None
+    SLOWEST[0] = max(SLOWEST[0], took)
+    shown = f"{name} --case {case_id} (exit {status}):\n{output[-3000:]}\n--- file ---\n"
+    shown += data.decode(errors="replace")
+    assert status in (0, 1, 2, 3), shown
+    assert "Traceback" not in output, shown
+    copies = sum(copies_accepted(c) for c in report["cases"]) if report is not None else 0
+    if copies:
+        verdicts = [c["verdict"] for c in report["cases"]]  # type: ignore[index]
+        assert "pass" not in verdicts, f"{copies} second copies passed: {shown}"
+        assert status != 0, shown
+        SEEN["hostile copies sent, not passed"] += 1
+    else:
+        SEEN[f"no copy sent (exit {status})"] += 1
+
+
+_hostile_fuzz = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)(given(runnable(hostile=True))(_hostile_never_passes))
+
+
+@pytest.mark.timeout(int(EXAMPLES * LIMIT_S + 300))
+def test_a_drawn_run_of_a_hostile_worker_never_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Built-in or mutated files, run by a worker that sends each delivered message again
+    under made-up ids: no case where a copy was accepted passes."""
+    SEEN.clear()
+    _hostile_fuzz()
+    by_status = ", ".join(f"{k}: {v}" for k, v in sorted(SEEN.items()))
+    with capsys.disabled():
+        print(f"\nhostile run fuzz: {SEEN.total()} drawn runs ({by_status})")
     assert SEEN.total() > 0

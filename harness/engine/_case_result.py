@@ -56,9 +56,15 @@ class CaseResult:
     #: why nothing in this case can be decided, whatever its invariants say (its provider
     #: died under it, or was gone before it could run); None for a case judged as usual
     undecided_because: str | None = None
-    #: with several providers: provider name -> (accepted effects, requests logged), in the
-    #: scenario's order; empty with one provider
+    #: with several providers: provider name -> accepted effects, requests logged, and of the
+    #: accepted those on an intended delivery and those nobody intended, in the scenario's
+    #: order; empty with one provider
     by_provider: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: accepted effects placed on an intended (run, recipient) delivery, and those to an
+    #: intended recipient under a run or delivery nobody intended (``no_unintended_effect``);
+    #: None: the providers' logs were not read, nothing was counted
+    on_intended: int | None = None
+    unintended: int | None = None
     #: discovered point -> what it talked to (``POST 127.0.0.1:8000/hooks``), from its hits
     targets: dict[str, list[str]] = field(default_factory=dict)
 
@@ -84,6 +90,8 @@ class CaseResult:
             "effects": {
                 "intended": self.intended,
                 "accepted": self.accepted,
+                **({"on_intended": self.on_intended} if self.on_intended is not None else {}),
+                **({"unintended": self.unintended} if self.unintended is not None else {}),
                 **({"by_provider": self.by_provider} if self.by_provider else {}),
             },
             "replay": self.replay,

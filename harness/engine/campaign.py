@@ -46,6 +46,7 @@ from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, looks, run_all
 from harness.invariants._attribution import attribute
 from harness.invariants._model import ProviderPolicy
+from harness.invariants.no_unintended_effect import tally
 from harness.names import near_side_kind
 from harness.presets import PresetFacts, campaign_faults, facts_for
 from harness.systems import System
@@ -720,6 +721,7 @@ def run_case(
             ledger_events=observation.ledger.audit if observation.ledger else None,
             provider_advances=list(ctx.provider_advances),
         )
+    placement = _placement(observation)
     return CaseResult(
         spec=case,
         verdict=verdict,
@@ -727,6 +729,8 @@ def run_case(
         workers=ctx.outcomes,
         intended=sum(len(d) for d in ctx.intended.values()),
         accepted=sum(1 for e in observation.effects or () if e.accepted),
+        on_intended=placement[0],
+        unintended=placement[1],
         reached=_with_far_side(trace_store.boundaries_reached(events), observation.effects),
         targets=trace_store.point_targets(events),
         hits_by_worker=_hits_by_worker(events),
@@ -746,7 +750,7 @@ def run_case(
         step_records=list(ctx.steps),
         ledger=_given_ledger(settings, target),
         undecided_because=None if lost is None else f"{lost} during the case",
-        by_provider=_by_provider(list(named), observation.effects) if len(named) > 1 else {},
+        by_provider=_by_provider(list(named), observation) if len(named) > 1 else {},
     )
 
 
@@ -766,15 +770,27 @@ def _per_provider(
     return out
 
 
-def _by_provider(
-    names: list[str], effects: tuple[EffectRow, ...] | None
-) -> dict[str, dict[str, int]]:
-    """Each provider's share of the case's effects: accepted, and every request it logged."""
-    out = {name: {"accepted": 0, "requests": 0} for name in names}
-    for eff in effects or ():
-        counts = out.setdefault(eff.provider, {"accepted": 0, "requests": 0})
+def _placement(observation: Observation) -> tuple[int | None, int | None]:
+    """How many accepted effects lie on an intended delivery, and how many went to an
+    intended recipient under a run or delivery nobody intended (None: the logs were not
+    read, nothing was counted)."""
+    if observation.effects is None:
+        return None, None
+    counts = tally(observation).values()
+    return sum(c["on_intended"] for c in counts), sum(c["unintended"] for c in counts)
+
+
+def _by_provider(names: list[str], observation: Observation) -> dict[str, dict[str, int]]:
+    """Each provider's share of the case's effects: accepted, every request it logged, and of
+    the accepted those on an intended delivery and those nobody intended."""
+    zero = {"accepted": 0, "requests": 0, "on_intended": 0, "unintended": 0}
+    out = {name: dict(zero) for name in names}
+    for eff in observation.effects or ():
+        counts = out.setdefault(eff.provider, dict(zero))
         counts["requests"] += 1
         counts["accepted"] += int(eff.accepted)
+    for name, placed in tally(observation).items():
+        out.setdefault(name, dict(zero)).update(placed)
     return out
 
 

@@ -30,6 +30,11 @@ FIXES: dict[str, str] = {
         "send with the delivery's stored idempotency key, and after a crash or a lost reply"
         " reconcile (ask the provider) before any resend"
     ),
+    "no_unintended_effect": (
+        "send each delivery only under the run, delivery id and key the ledger holds for it;"
+        " never send a message again under ids of its own (a copy, a test send, a resend"
+        " after a reset)"
+    ),
     "accepted_reconciled_or_unknown": (
         "after a lost reply record the delivery `unknown` and reconcile with the provider;"
         " never record `failed` what the provider may have accepted"

@@ -24,6 +24,7 @@ from harness.mutants import (
     one_credential_for_all,
     recompute_destinations,
     resend_after_interrupted_recovery,
+    sends_again_under_new_ids,
     shared_done_flag,
     transcript_rebuild,
     trusts_restored_ledger,
@@ -57,4 +58,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "gives_up_on_throttle": gives_up_on_throttle.system,
     "ignores_retry_after": ignores_retry_after.system,
     "body_per_run": body_per_run.system,
+    "sends_again_under_new_ids": sends_again_under_new_ids.system,
 }

@@ -154,9 +154,18 @@ def provider_reasons(report: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     return list(found.items())
 
 
+def accepted_cell(fx: Mapping[str, Any], sep: str = "/") -> str:
+    """``12/6`` for a matrix cell: accepted effects over intended deliveries, and how many of
+    the accepted nobody intended (``12/6 (6 unintended)``) when any were."""
+    cell = f"{fx['accepted']}{sep}{fx['intended']}"
+    return cell + (f" ({fx['unintended']} unintended)" if fx.get("unintended") else "")
+
+
 def effects_line(case: Mapping[str, Any]) -> str:
     fx = case["effects"]
     text = f"{fx['accepted']} accepted of {fx['intended']} intended"
+    if fx.get("unintended"):  # absent in older reports; 0 says nothing a reader must act on
+        text += f", {fx['unintended']} to an intended recipient under ids nobody intended"
     by = fx.get("by_outcome")
     if by:
         text += " (" + ", ".join(f"{n} {k}" for k, n in sorted(by.items())) + ")"
@@ -165,6 +174,12 @@ def effects_line(case: Mapping[str, Any]) -> str:
         text += "; " + ", ".join(
             f"{name}: {counts.get('accepted', 0)} accepted of {counts.get('requests', 0)}"
             " request(s)"
+            + (
+                f" ({counts['on_intended']} on intended deliveries,"
+                f" {counts.get('unintended', 0)} unintended)"
+                if "on_intended" in counts
+                else ""
+            )
             for name, counts in providers.items()
             if isinstance(counts, Mapping)
         )

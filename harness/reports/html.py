@@ -21,6 +21,7 @@ from typing import Any
 from harness.invariants import fixes
 from harness.reports._common import (
     LOOK_WORD,
+    accepted_cell,
     by_look,
     case_where,
     duplicated_destinations,
@@ -291,7 +292,7 @@ def _matrix(report: Mapping[str, Any]) -> str:
         fx = case["effects"]
         rows.append(
             f"<tr><td><code>{label}</code></td><td>{verdict}</td>{''.join(cells)}"
-            f'<td class="num">{fx["accepted"]} / {fx["intended"]}</td>'
+            f'<td class="num">{escape(accepted_cell(fx, " / "))}</td>'
             f'<td class="num">{float(case["duration_s"]):.2f}s</td></tr>'
         )
     legend = (

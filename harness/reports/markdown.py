@@ -13,6 +13,7 @@ from harness.invariants import fixes
 from harness.reports._common import (
     LOOK_SYMBOL,
     SYMBOL,
+    accepted_cell,
     by_look,
     case_where,
     compact,
@@ -122,7 +123,7 @@ def _matrix(report: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"| `{where}` | {SYMBOL[case['verdict']]} {case['verdict']} | "
             + " | ".join(cells)
-            + f" | {fx['accepted']}/{fx['intended']} | {float(case['duration_s']):.2f}s |"
+            + f" | {accepted_cell(fx)} | {float(case['duration_s']):.2f}s |"
         )
     lines += [
         "",
