@@ -90,7 +90,7 @@ class _Rerun:
         self.verdict = verdict
         self.runs: list[CaseSpec] = []
 
-    def run(self, case: CaseSpec) -> CaseResult:
+    def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult:
         self.runs.append(case)
         return _result(case, self.verdict)
 

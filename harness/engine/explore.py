@@ -310,7 +310,7 @@ def _confirmed(
     runs = [r for r in tried if r.spec == found.spec]
     if sum(1 for r in runs if r.verdict is Status.FAIL) >= 2:
         return all(r.verdict is Status.FAIL for r in runs)
-    again = campaign.run(found.spec)
+    again = campaign.run(found.spec, slug_prefix="rerun")  # its own trace: both stay on disk
     tried.append(again)
     if on_case is not None:
         on_case(again)
