@@ -25,10 +25,14 @@ reports/README.md ("What two runs of one seed share"):
   timeline, the provider's outcomes and each invariant's summary and evidence, never its
   status), and the sums over cases that count hits (a coverage entry's ``hits_reached``,
   explore's ``schedules_reaching``) are then measurements too;
+- how a timeline's lanes interleave: each lane's events keep their order (content), but
+  a provider's record and a ledger row a few milliseconds apart are ordered by two clocks'
+  readings, so ``content`` compares the timeline lane by lane;
 - what a wall-clock watchdog saw (the reference flags a delivery left due for
   ``liveness_grace_s`` of *wall* time, so a slow machine sees more): the ``liveness``
   invariant's summary and evidence (its status stays content), the audit log's length, and
-  the timeline's ``overdue`` events.
+  the timeline's ``overdue`` events, and a ``provider_drain`` that waited for a request
+  still in flight and drained it (whether a held reply outlived the workers is wall time).
 """
 
 from __future__ import annotations
@@ -133,6 +137,19 @@ def _renumber(value: Any, bases: dict[str, int]) -> Any:
     return out
 
 
+def _watched(event: Any) -> bool:
+    """A timeline event only the wall clock decided: a watchdog's ``overdue`` flag, or a
+    drain that found a request still in flight (a reply held for wall seconds) and waited
+    for it; it drained either way."""
+    if not isinstance(event, dict):
+        return False
+    detail = event.get("detail")
+    drained = isinstance(detail, dict) and detail.get("drained") is True
+    return "overdue" in str(event.get("label")) or (
+        event.get("label") == "provider_drain" and drained
+    )
+
+
 def _aside(value: Any, key: str = "") -> Any:
     if key in TIMESTAMPS:
         return "<time>"
@@ -150,8 +167,10 @@ def _aside(value: Any, key: str = "") -> Any:
             value = _renumber(value, bases)
         measured = list(value.get("measured") or ())
         if "timeline" in value and "timeline" not in measured:
-            timeline = [e for e in value["timeline"] if "overdue" not in str(e.get("label"))]
-            value = {**value, "timeline": _case_seqs(timeline)}
+            timeline = [e for e in value["timeline"] if not _watched(e)]
+            # each lane in its own order; how lanes interleave is the clocks' reading
+            by_lane = sorted(timeline, key=lambda e: str(e.get("lane")))
+            value = {**value, "timeline": _case_seqs(by_lane)}
         for path in measured:
             value = _set_paths(value, str(path).split("."))
         return {k: _aside(v, k) for k, v in value.items()}
