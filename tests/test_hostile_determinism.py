@@ -39,8 +39,10 @@ def _run_alternating(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], 
     )
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(scenario), "--case", "baseline"]
-        + ["--determinism", "1", "--report-dir", str(out)],
+        [
+            *(sys.executable, "-m", "harness", "run", str(scenario), "--case", "baseline"),
+            *("--determinism", "1", "--report-dir", str(out)),
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

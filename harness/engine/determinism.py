@@ -124,7 +124,7 @@ def _renumber(value: Any, bases: dict[str, int]) -> Any:
         return value
     who = value.get("provider")
     base = bases.get(who, first) if isinstance(who, str) else first
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in value.items():
         if k in SEQ_KEYS and isinstance(v, int) and not isinstance(v, bool):
             owner = value.get("repeats_provider", who) if k == "repeats" else who

@@ -167,22 +167,17 @@ def _pin(
             if high < low:
                 continue
             times = high - low + 1
-        dice = (
-            {}
-            if rule.probability is None
-            else {
-                "seed": int.from_bytes(
-                    hashlib.sha256(f"{rule.seed}:{run}:{dest}".encode()).digest()[:6], "big"
-                )
-            }
-        )
+        dice = rule.seed
+        if rule.probability is not None:  # dice of its own per delivery
+            digest = hashlib.sha256(f"{rule.seed}:{run}:{dest}".encode()).digest()
+            dice = int.from_bytes(digest[:6], "big")
         pinned.append(
             replace(
                 rule,
                 match={**match, "run_id": run, "destination": dest},
                 nth=low,
                 times=times,
-                **dice,
+                seed=dice,
             )
         )
     return pinned

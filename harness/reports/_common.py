@@ -19,7 +19,8 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
     """``(level, sentence)``: level is ``fail``, ``unknown``, ``gap`` or ``pass``."""
     s = report["summary"]
     partial = " so far" if report.get("partial") else ""
-    if s["failed"] or (flaky_failed := flaky_failures(report)):
+    flaky_failed = flaky_failures(report)
+    if s["failed"] or flaky_failed:
         also = f", {flaky_failed} flaky" if not s["failed"] else ""
         return "fail", (
             f"{s['failed'] + flaky_failed} of {s['cases']} case(s) violate an invariant"
