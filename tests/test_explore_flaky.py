@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from harness.engine.campaign import Campaign, CampaignSettings, CaseResult
-from harness.engine.explore import _confirmed, explore, mark_flaky
+from harness.engine.explore import _confirmed, _disagreeing, explore, mark_flaky
 from harness.engine.schedule import CaseSpec
 from harness.invariants import CheckResult, Status
 from harness.reports import render_junit, render_markdown, validate
@@ -197,3 +197,26 @@ def test_explore_command_exits_1_on_a_flaky_schedule_and_writes_both_runs(
     assert "flaky, a failure stands" in junit
     gaps = sum(1 for c in report["cases"] if c["verdict"] == "gap")
     assert f'skipped="{gaps}"' in junit
+
+
+def test_any_schedule_whose_runs_disagree_is_flaky_whatever_the_verdicts() -> None:
+    """A schedule run twice in one explore that passed once and missed its step once is
+    folded into one flaky case (never a pass), showing the first run; one whose runs agree,
+    or that ran once, stays as it was."""
+    raced, steady = CaseSpec.parse("concurrent_claim"), CaseSpec.parse("crash@after_claim#1")
+    tried = [
+        _result(raced, Status.PASS),
+        _result(steady, Status.PASS),
+        _result(raced, Status.GAP),
+        _result(steady, Status.PASS),
+    ]
+    assert _disagreeing(tried) == [raced]
+    [flaky] = mark_flaky(tried, _disagreeing(tried))
+    assert flaky.verdict is Status.FLAKY
+    assert [r.verdict for r in flaky.runs] == [Status.PASS, Status.GAP]
+    assert [(r.spec, r.verdict) for r in tried] == [
+        (raced, Status.FLAKY),
+        (steady, Status.PASS),
+        (steady, Status.PASS),
+    ]
+    assert _disagreeing(tried) == []
