@@ -18,8 +18,12 @@ often each boundary was reached. What two runs of one seed must share is a repor
 this run decided, never the seed. They are declared here, in one place, and listed in
 reports/README.md ("What two runs of one seed share"):
 
-- the clock and how long things took (``TIMESTAMPS``, ``DURATIONS``), pids, the work dir,
-  and what a worker printed (its stderr tail, a stack dump: ``MACHINE``);
+- the clock and how long things took (``TIMESTAMPS``, ``DURATIONS``), pids, the work dir
+  and the trace paths in it, and what a worker printed (its stderr tail, a stack dump:
+  ``MACHINE``);
+- a provider's log number (``SEQ_KEYS``: a record's ``seq``, a duplicate's ``repeats``, a
+  restore's ``effects_seq``), which counts every earlier case's records, a race's included:
+  only its offset from the case's ``seq_base`` is content;
 - what a race decided: a case whose workers run side by side lists those fields in its own
   ``measured`` (``_case_result.RACE_MEASURED``: how often each boundary was reached, the
   timeline, the provider's outcomes and each invariant's summary and evidence, never its
