@@ -83,7 +83,8 @@ def test_a_rerun_that_duplicates_makes_the_case_flaky_and_its_failure_stands(
     assert "invariants violated: exactly_once_effect" in out
     assert "1 of them flaky" in out
     assert f"trace: {traces[1]}" in out
-    assert "flaky" in render_markdown(report)
+    markdown = render_markdown(report)
+    assert f"  - fail: trace `{traces[1]}`" in markdown
     junit = render_junit(report)
     assert 'failures="1"' in junit
     assert "flaky, a failure stands" in junit
