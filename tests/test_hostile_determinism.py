@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.engine.outcome import Expectation, judge
+from harness.errors import ExitStatus
 from harness.reports import render_junit, render_markdown, validate
 from tests._hostile_determinism import COUNTER_ENV
 
@@ -88,3 +90,31 @@ def test_a_rerun_that_duplicates_makes_the_case_flaky_and_its_failure_stands(
     junit = render_junit(report)
     assert 'failures="1"' in junit
     assert "flaky, a failure stands" in junit
+
+
+def _flaky_report(*runs: str) -> dict[str, Any]:
+    """A report of one flaky case whose runs gave ``runs``, showing a failing run if any."""
+    shown = "fail" if "fail" in runs else "pass"
+    status = {"status": shown, "summary": "two effects for one delivery", "evidence": {}}
+    case = {
+        "id": "baseline",
+        "verdict": "flaky",
+        "invariants": {"exactly_once_effect": status},
+        "workers": [],
+        "runs": [{"verdict": v, "invariants_failed": []} for v in runs],
+    }
+    return {"cases": [case], "summary": {"not_run": 0}}
+
+
+def test_a_failing_run_of_a_flaky_case_is_a_violation_and_no_failure_is_inconclusive() -> None:
+    """The exit rule: a flaky case one of whose runs failed is a violation (exit 1); one
+    whose runs disagree without a failure is inconclusive (3); neither is ever a pass. A
+    mutant's expected violation found on one run of two was not found reliably (3)."""
+    violated = judge(_flaky_report("pass", "fail"))
+    assert violated.status is ExitStatus.VIOLATION, violated.message
+    assert "exactly_once_effect" in violated.message
+    assert "1 of them flaky" in violated.message
+    assert judge(_flaky_report("pass", "unknown")).status is ExitStatus.INCONCLUSIVE
+    mutant = judge(_flaky_report("fail", "pass"), Expectation(violation="exactly_once_effect"))
+    assert mutant.status is ExitStatus.INCONCLUSIVE, mutant.message
+    assert "not found reliably" in mutant.message
