@@ -25,6 +25,7 @@ from harness import systems
 from harness.engine._case import Landing, StepRecord
 from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec, _case_rules
 from harness.engine.determinism import content, first_difference, rerun_sample
+from harness.engine.recovery import RECOVERY_SAMPLE
 from harness.faults.provider import pin_workload_rules, pinned_delivery
 from harness.invariants import Status
 from tests.conftest import PG_ENV
@@ -263,7 +264,8 @@ def test_two_certify_runs_on_postgresql_write_the_same_content(tmp_path: Path) -
 def test_two_whole_certify_runs_on_postgresql_write_the_same_content(tmp_path: Path) -> None:
     url = _pg_url()
     first, second = (_certify_pg(tmp_path, n, url) for n in (1, 2))
-    assert len(_report(first)["cases"]) == 13  # + crash@accepted.payments#1
+    # 13 planned (+ crash@accepted.payments#1) and the recovery sample's second crashes
+    assert len(_report(first)["cases"]) == 13 + RECOVERY_SAMPLE
     _assert_same_content(first, second)
 
 
