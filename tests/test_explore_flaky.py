@@ -1,5 +1,6 @@
-"""A schedule that fails once and passes on its rerun is verdict ``flaky`` (exit 3), never a
-traceback: explore writes its report with every run of that schedule in it.
+"""A schedule that fails once and passes on its rerun is verdict ``flaky``, never a traceback
+and never a pass: explore writes its report with every run of that schedule in it, and the
+failure it saw stands as a violation (exit 1).
 
 The system under test is ``tests._systems:FLAKY``: the reference, whose ledger reads empty
 the first time it is ever read (a marker file makes every later read honest), so the first
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from harness.engine.campaign import Campaign, CampaignSettings, CaseResult
-from harness.engine.explore import _confirmed, explore, mark_flaky
+from harness.engine.explore import _confirmed, _disagreeing, explore, mark_flaky
 from harness.engine.schedule import CaseSpec
 from harness.invariants import CheckResult, Status
 from harness.reports import render_junit, render_markdown, validate
@@ -90,7 +91,7 @@ class _Rerun:
         self.verdict = verdict
         self.runs: list[CaseSpec] = []
 
-    def run(self, case: CaseSpec) -> CaseResult:
+    def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult:
         self.runs.append(case)
         return _result(case, self.verdict)
 
@@ -158,15 +159,16 @@ def _explore_cli(tmp_path: Path, marker: Path) -> tuple[subprocess.CompletedProc
     return proc, report
 
 
-def test_explore_command_exits_3_on_a_flaky_schedule_and_writes_both_runs(
+def test_explore_command_exits_1_on_a_flaky_schedule_and_writes_both_runs(
     tmp_path: Path, marker: Path
 ) -> None:
-    """``crash-harness explore`` on a flaky system: exit 3, no traceback, a valid report whose
-    flaky case lists the failing run and the passing one, and the summary says flaky."""
+    """``crash-harness explore`` on a flaky system: no traceback, a valid report whose flaky
+    case lists the failing run and the passing one, the summary says flaky, and the failure
+    seen stands: exit 1, the invariant violated (before: exit 3, nothing violated)."""
     proc, report = _explore_cli(tmp_path, marker)
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, out
-    assert proc.returncode == 3, out
+    assert proc.returncode == 1, out
     assert report is not None, out
     validate(report)
     flaky = [c for c in report["cases"] if c["verdict"] == "flaky"]
@@ -177,7 +179,8 @@ def test_explore_command_exits_3_on_a_flaky_schedule_and_writes_both_runs(
     assert "no_silent_loss" in flaky[0]["runs"][0]["invariants_failed"]
     assert report["summary"]["flaky"] == 1
     assert report["summary"]["failed"] == 0
-    assert report["summary"]["invariants_violated"] == []
+    assert "no_silent_loss" in report["summary"]["invariants_violated"]
+    assert "1 of them flaky" in proc.stdout
     assert report["explore"]["flaky"][0]["case"] == flaky[0]["id"]
     assert report["explore"]["minimal"] is None
     assert f"flaky schedule: {flaky[0]['id']}" in proc.stdout
@@ -186,10 +189,34 @@ def test_explore_command_exits_3_on_a_flaky_schedule_and_writes_both_runs(
     assert "before_retry" in report["explore"]["boundaries_unreached"]
     assert "never reached: " in proc.stdout
     assert "before_retry" in proc.stdout
-    # the other formats say it too: inconclusive, an error (not a failure) in JUnit
+    # the other formats say it too: a failure in JUnit, that says it was flaky
     assert "flaky" in render_markdown(report)
     junit = render_junit(report)
-    assert 'errors="1"' in junit
-    assert 'failures="0"' in junit  # a drawn schedule that did not land is skipped, not failed
+    assert 'errors="0"' in junit
+    assert 'failures="1"' in junit  # a drawn schedule that did not land is skipped, not failed
+    assert "flaky, a failure stands" in junit
     gaps = sum(1 for c in report["cases"] if c["verdict"] == "gap")
     assert f'skipped="{gaps}"' in junit
+
+
+def test_any_schedule_whose_runs_disagree_is_flaky_whatever_the_verdicts() -> None:
+    """A schedule run twice in one explore that passed once and missed its step once is
+    folded into one flaky case (never a pass), showing the first run; one whose runs agree,
+    or that ran once, stays as it was."""
+    raced, steady = CaseSpec.parse("concurrent_claim"), CaseSpec.parse("crash@after_claim#1")
+    tried = [
+        _result(raced, Status.PASS),
+        _result(steady, Status.PASS),
+        _result(raced, Status.GAP),
+        _result(steady, Status.PASS),
+    ]
+    assert _disagreeing(tried) == [raced]
+    [flaky] = mark_flaky(tried, _disagreeing(tried))
+    assert flaky.verdict is Status.FLAKY
+    assert [r.verdict for r in flaky.runs] == [Status.PASS, Status.GAP]
+    assert [(r.spec, r.verdict) for r in tried] == [
+        (raced, Status.FLAKY),
+        (steady, Status.PASS),
+        (steady, Status.PASS),
+    ]
+    assert _disagreeing(tried) == []

@@ -48,9 +48,7 @@ def _harness(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _certify(tmp_path: Path, system: str) -> subprocess.CompletedProcess[str]:
-    return _harness(
-        tmp_path, "certify", "--system", system, "--case", "baseline", "--seed", "1"
-    )
+    return _harness(tmp_path, "certify", "--system", system, "--case", "baseline", "--seed", "1")
 
 
 def _assert_one_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:

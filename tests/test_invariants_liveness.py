@@ -277,3 +277,17 @@ def test_a_slow_detection_by_a_starved_worker_is_undecided() -> None:
     result = CHECKERS[NAME](_obs([_row("a", "pending")], trace, policy=policy))
     assert result.status is Status.UNKNOWN, result
     assert result.evidence["starved"][0]["worker"] == "w1"
+
+
+def test_without_a_ledger_the_settle_watch_judges_both_ways() -> None:
+    """No ledger, a daemon the harness watched settle: settled in time holds, a missed
+    deadline fails; so a sweep never lists liveness as not judged in one case and violated in
+    another. With no settle watched at all it stays unjudged."""
+    settled = [_ev(105.0, "settled", rounds=2, after_s=1.5, by="the provider accepted every")]
+    held = CHECKERS[NAME](replace(_obs([], settled), ledger=None))
+    assert held.status is Status.PASS, held
+    assert "settled before the settle deadline" in held.summary
+    missed = [_ev(110.0, "settle_deadline", deadline_s=5, age_s=5, probe="")]
+    assert CHECKERS[NAME](replace(_obs([], missed), ledger=None)).status is Status.FAIL
+    unwatched = run_checker(NAME, CHECKERS[NAME], replace(_obs([], []), ledger=None))
+    assert unwatched.status is Status.UNKNOWN

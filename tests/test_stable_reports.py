@@ -7,6 +7,7 @@ workers, invariants and evidence, must not move. A failure names the first field
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,12 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
+from fake_providers import FaultRule, ProviderProcess
 from harness import systems
 from harness.engine._case import Landing, StepRecord
-from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec
+from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec, _case_rules
 from harness.engine.determinism import content, first_difference, rerun_sample
-from harness.faults.provider import pinned_delivery
+from harness.engine.recovery import RECOVERY_SAMPLE
+from harness.faults.provider import pin_workload_rules, pinned_delivery
 from harness.invariants import Status
 from tests.conftest import PG_ENV
 
@@ -108,6 +112,84 @@ def test_a_race_lands_a_provider_fault_on_the_recipient_the_seed_picks(tmp_path:
     assert pick["destination"] in landings[0]
 
 
+#: the workload rules of reference-explore: "the 1st send is dropped, the 2nd gets a 503"
+_NTH_RULES = (
+    {"fault": "accept_then_drop", "nth": 1},
+    {"fault": "status", "status": 503, "nth": 2},
+)
+
+
+def _faulted(provider: ProviderProcess, rules: list[FaultRule], order: list[str]) -> set[Any]:
+    """Which recipient each fault met when ``order``'s recipients are sent to in that order."""
+    epoch = provider.admin.reset(rules)
+    url = f"{provider.url}/epoch/{epoch}/v1/messages"
+    with requests.Session() as session:
+        for dest in order:
+            body = {"destination": dest, "run_id": "run-0", "delivery_id": f"d-{dest}"}
+            headers = {**provider.auth_headers(), "Idempotency-Key": f"k-{dest}"}
+            with contextlib.suppress(requests.ConnectionError):  # a dropped reply
+                session.post(url, json={**body, "body": "hi"}, headers=headers, timeout=5)
+    return {(e.fault, e.destination) for e in provider.admin.effects(epoch=epoch) if e.fault}
+
+
+def test_a_race_cannot_move_the_workloads_nth_send_faults(tmp_path: Path) -> None:
+    """The workload's "N-th send" rules in a racing case are pinned to deliveries drawn
+    from the seed: sent in either order, the same recipients meet the same faults, two
+    faults on two recipients (before: the 1st and 2nd send, whichever recipient a race
+    put there). A case without a race keeps the rules as written."""
+    intended = {"run-0": ("a@x.org", "b@x.org")}
+    racing = _case_rules(_NTH_RULES, CaseSpec.parse("concurrent_claim"), 3, intended, provider="")
+    plain = _case_rules(_NTH_RULES, CaseSpec(), 3, intended, provider="")
+    assert plain == [FaultRule(**r) for r in _NTH_RULES]
+    with ProviderProcess.start(log_path=tmp_path / "effects.sqlite") as provider:
+        forth = _faulted(provider, racing, ["a@x.org", "b@x.org"])
+        back = _faulted(provider, racing, ["b@x.org", "a@x.org"])
+    assert forth == back
+    assert {fault for fault, _ in forth} == {"accept_then_drop", "status"}
+    assert {dest for _, dest in forth} == {"a@x.org", "b@x.org"}
+    again = _case_rules(_NTH_RULES, CaseSpec.parse("concurrent_claim"), 3, intended, provider="")
+    assert again == racing  # the same seed and case pin the same way every run
+
+
+def test_pinned_rules_keep_which_sends_they_fault() -> None:
+    """Read as sends going round the deliveries in the seed's order, a pinned rule covers
+    the same sends: 2 of 3 sends from the 3rd on, dice per delivery, an open tail open."""
+    intended = {"r": ("a", "b")}
+    [rule] = [FaultRule(fault="status", status=503, nth=3, times=3, probability=0.5, seed=4)]
+    pinned = pin_workload_rules(
+        [rule], seed=3, case_id="c", intended=intended, roster_may_change=False
+    )
+    covered = sorted((r.match["destination"], r.nth, r.times) for r in pinned)
+    first, second = sorted(covered, key=lambda c: -(c[2] or 0))
+    assert (first[1:], second[1:]) == ((2, 2), (2, 1))  # sends 3, 5 and 4 of the case
+    assert all(r.probability == 0.5 and r.seed is not None for r in pinned)
+    assert len({r.seed for r in pinned}) == 2
+    tail = pin_workload_rules(
+        [FaultRule(fault="status", status=503, nth=2, times=None)],
+        seed=3,
+        case_id="c",
+        intended=intended,
+        roster_may_change=False,
+    )
+    assert sorted((r.nth, r.times) for r in tail) == [(1, None), (2, None)]
+    every = FaultRule(fault="status", status=503, times=None)
+    named = FaultRule(fault="status", status=503, match={"delivery_id": "d"})
+    assert pin_workload_rules(
+        [every, named], seed=3, case_id="c", intended=intended, roster_may_change=False
+    ) == [every, named]
+
+
+def test_two_replays_of_a_racing_case_write_the_same_content(tmp_path: Path) -> None:
+    """``replay reference-explore --seed 3 --case concurrent_claim`` twice: the same report
+    content, the faults' targets included (the race decides only who sent what)."""
+    words = ("replay", "reference-explore", "--seed", "3", "--case", "concurrent_claim")
+    first, second = (_cli(tmp_path, tmp_path / f"r{n}", *words) for n in (1, 2))
+    (case,) = _report(first)["cases"]
+    assert {t["fault"] for t in case["fault_targets"]} == {"accept_then_drop", "status"}
+    assert "fault_targets" not in case["measured"]
+    _assert_same_content(first, second)
+
+
 def test_the_pick_is_the_seeds_and_the_cases_never_the_order_it_was_given() -> None:
     intended = {"run-1": ("b@x.org", "a@x.org"), "run-0": ("c@x.org", "d@x.org")}
     shuffled = {run: tuple(reversed(d)) for run, d in reversed(intended.items())}
@@ -182,7 +264,8 @@ def test_two_certify_runs_on_postgresql_write_the_same_content(tmp_path: Path) -
 def test_two_whole_certify_runs_on_postgresql_write_the_same_content(tmp_path: Path) -> None:
     url = _pg_url()
     first, second = (_certify_pg(tmp_path, n, url) for n in (1, 2))
-    assert len(_report(first)["cases"]) == 13  # + crash@accepted.payments#1
+    # 13 planned (+ crash@accepted.payments#1) and the recovery sample's second crashes
+    assert len(_report(first)["cases"]) == 13 + RECOVERY_SAMPLE
     _assert_same_content(first, second)
 
 

@@ -333,6 +333,8 @@ def _execute(
             if not entry["agree"]:
                 why = entry.get("differs") or f"{entry['first']} then {entry['rerun']}"
                 click.echo(f"  rerun of {entry['case']} differs: {why}")
+                for trace in entry.get("traces") or ():
+                    click.echo(f"    trace: {trace}")
     echo_gaps(outcome.gaps)
     settle_workdir(result, data, outcome, keep=keep)
     took = f" ({len(result.cases)} case(s) in {_progress.duration(progress.elapsed())})"

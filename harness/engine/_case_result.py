@@ -67,6 +67,17 @@ class CaseResult:
     unintended: int | None = None
     #: discovered point -> what it talked to (``POST 127.0.0.1:8000/hooks``), from its hits
     targets: dict[str, list[str]] = field(default_factory=dict)
+    #: every request a provider fault was applied to: which fault met which (run,
+    #: destination), sorted, never in the order a race sent them (content in every case,
+    #: a racing one's too: the seed pins each fault to its delivery)
+    fault_targets: list[dict[str, Any]] = field(default_factory=list)
+    #: provider -> the number its log had reached before this case's first record ("" for
+    #: the only provider, the first one named first): a provider's ``seq`` counts every
+    #: earlier case's records too, so only ``seq - base`` is the case's own
+    seq_base: dict[str, int] = field(default_factory=dict)
+    #: where this run's trace was written (its case dir's ``trace.jsonl``): a flaky case's
+    #: runs each name their own
+    trace: str | None = None
 
     @property
     def all_landed(self) -> bool:
@@ -100,6 +111,8 @@ class CaseResult:
             "crash_fired": self.crash_fired,
             "boundaries_reached": self.reached,
             **({"point_targets": self.targets} if self.targets else {}),
+            **({"fault_targets": self.fault_targets} if self.fault_targets else {}),
+            **({"seq_base": self.seq_base} if self.seq_base else {}),
             "workers": [w.to_json() for w in self.workers],
             "notes": self.notes,
             "duration_s": round(self.duration_s, 3),
@@ -124,4 +137,7 @@ class CaseResult:
             "workers": [w.to_json() for w in self.workers],
             "notes": self.notes,
             "duration_s": round(self.duration_s, 3),
+            **({"fault_targets": self.fault_targets} if self.fault_targets else {}),
+            **({"trace": self.trace} if self.trace else {}),
+            **({"timeline": self.timeline} if self.timeline else {}),
         }

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from fake_providers import FaultRule, ProviderProcess
 from harness.clock import SharedClock, start_for_seed
@@ -42,6 +42,7 @@ from harness.engine.trace import TraceEvent
 from harness.engine.workload import Workload, build_workload, case_intent, seed_database
 from harness.errors import BadInputError, GlueError, HarnessError
 from harness.faults import FAULTS
+from harness.faults.provider import pin_workload_rules
 from harness.intake import INTAKE_ROSTER
 from harness.invariants import CheckResult, EffectRow, Observation, Policy, Status, looks, run_all
 from harness.invariants._attribution import attribute
@@ -556,7 +557,7 @@ def run_case(
             **settings.worker_overrides,
             **dict(system.config_overrides),
         }
-        rules = [FaultRule(**rule) for rule in faults]
+        rules = _case_rules(faults, case, workload.seed, intended, provider=first_name)
         # A new epoch with this case's faults armed, on this case's clock; the workers get
         # the epoch in their provider URL, so nothing they send can count in another case.
         # The steps' own provider rules are armed by their prepare (``add_provider_rule``).
@@ -566,7 +567,7 @@ def run_case(
         for name, each in named.items():
             if name != first_name:
                 given = (faults_by_provider or {}).get(name, workload.provider_faults)
-                rules_by[name] = [FaultRule(**rule) for rule in given]
+                rules_by[name] = _case_rules(given, case, workload.seed, intended, provider=name)
             epochs[name] = each.admin.reset(rules_by[name], clock_path=clock.path)
         epoch = epochs[first_name]
         grants = credentials or (credentials_mod.Credential("worker", secret, ("*",)),)
@@ -751,6 +752,62 @@ def run_case(
         ledger=_given_ledger(settings, target),
         undecided_because=None if lost is None else f"{lost} during the case",
         by_provider=_by_provider(list(named), observation) if len(named) > 1 else {},
+        fault_targets=fault_targets(observation.effects, several=len(named) > 1),
+        seq_base=_seq_base(observation.effects, list(named) if len(named) > 1 else [""]),
+        trace=str(ctx.trace_path),
+    )
+
+
+def fault_targets(effects: Iterable[EffectRow] | None, *, several: bool) -> list[dict[str, Any]]:
+    """Each request a provider fault met: the fault, its (run, destination) and what became
+    of it (and which provider, with several), sorted: the same list on every run of one
+    seed, whatever order a race sent the requests in."""
+    found = [
+        {
+            **({"provider": e.provider} if several else {}),
+            "fault": e.fault,
+            "run_id": e.run_id,
+            "destination": e.destination,
+            "outcome": e.outcome,
+        }
+        for e in effects or ()
+        if e.fault
+    ]
+    return sorted(found, key=lambda t: tuple(str(v) for v in t.values()))
+
+
+def _seq_base(effects: Iterable[EffectRow] | None, names: list[str]) -> dict[str, int]:
+    """Each provider's number before the case's first record (``CaseResult.seq_base``)."""
+    rows = list(effects or ())
+    bases = {}
+    for name in names:
+        own = [e.seq for e in rows if not name or e.provider == name]
+        if own:
+            bases[name] = min(own) - 1
+    return bases
+
+
+def _case_rules(
+    given: Iterable[dict[str, Any]],
+    case: CaseSpec,
+    seed: int,
+    intended: dict[str, tuple[str, ...]],
+    *,
+    provider: str,
+) -> list[FaultRule]:
+    """The workload's fault rules for one provider in this case: as written, or in a case
+    whose workers race, pinned to deliveries the seed picks (``pin_workload_rules``), so no
+    rule picks its target by the order the race put the sends in."""
+    rules = [FaultRule(**rule) for rule in given]
+    if not case.races:
+        return rules
+    return pin_workload_rules(
+        rules,
+        seed=seed,
+        case_id=case.id,
+        intended=intended,
+        roster_may_change=any(s.fault == "roster_change" for s in case.steps),
+        provider=provider,
     )
 
 

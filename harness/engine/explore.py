@@ -188,7 +188,18 @@ def explore(
     found.tried[:0] = before
     if len(before) > 1:
         found.flaky += mark_flaky(found.tried, [CaseSpec()])
+    # any other schedule run more than once whose runs disagree (pass, then a gap): flaky too
+    found.flaky += mark_flaky(found.tried, _disagreeing(found.tried))
     return found
+
+
+def _disagreeing(tried: list[CaseResult]) -> list[CaseSpec]:
+    """Schedules run more than once, not folded yet, whose runs gave other verdicts."""
+    verdicts: dict[CaseSpec, set[Status]] = {}
+    for r in tried:
+        if r.verdict is not Status.FLAKY:
+            verdicts.setdefault(r.spec, set()).add(r.verdict)
+    return [spec for spec, seen in verdicts.items() if len(seen) > 1]
 
 
 def _search(
@@ -310,7 +321,7 @@ def _confirmed(
     runs = [r for r in tried if r.spec == found.spec]
     if sum(1 for r in runs if r.verdict is Status.FAIL) >= 2:
         return all(r.verdict is Status.FAIL for r in runs)
-    again = campaign.run(found.spec)
+    again = campaign.run(found.spec, slug_prefix="rerun")  # its own trace: both stay on disk
     tried.append(again)
     if on_case is not None:
         on_case(again)
@@ -320,16 +331,17 @@ def _confirmed(
 def mark_flaky(tried: list[CaseResult], specs: list[CaseSpec]) -> list[CaseResult]:
     """Fold every run of each flaky schedule in ``tried`` into one case, verdict ``flaky``.
 
-    The case shows the first failing run's evidence and lists every run (``runs``); it takes
-    the place of that schedule's first run. Returns the flaky cases.
+    The case shows the first failing run's evidence (so its failure stands), or the first
+    run's when none failed, and lists every run (``runs``); it takes the place of that
+    schedule's first run. Returns the flaky cases.
     """
     found: list[CaseResult] = []
     for spec in dict.fromkeys(specs):
-        runs = [r for r in tried if r.spec == spec]
+        runs = [r for r in tried if r.spec == spec and r.verdict is not Status.FLAKY]
         failed = [r for r in runs if r.verdict is Status.FAIL]
-        if not failed or len(runs) < 2:
+        if len(runs) < 2 or len({r.verdict for r in runs}) < 2:
             continue
-        flaky = replace(failed[0], verdict=Status.FLAKY, runs=runs)
+        flaky = replace((failed or runs)[0], verdict=Status.FLAKY, runs=runs)
         at = tried.index(runs[0])
         tried[:] = [r for r in tried if r.spec != spec]
         tried.insert(min(at, len(tried)), flaky)

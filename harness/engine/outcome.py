@@ -12,6 +12,12 @@ re-read report gets the same answer as the run that wrote it. The rule, in order
    held, because the case proves nothing about the step that did not happen;
 3. **inconclusive** (exit 3): a worker died or hung on its own, a checker could not decide
    an expected invariant, a rerun disagreed, a case was flaky, or cases are missing;
+
+A flaky case (its runs of one seed gave different verdicts: a replay within the run, or the
+determinism sample's rerun) is never a pass. When one of its runs failed, that failure stands:
+the invariant it broke is violated (exit 1), the case is shown flaky with every run. A negative
+campaign (a mutant) is the exception: a violation found on one run of two was not found
+reliably, and that is inconclusive.
 4. **pass** (exit 0): none of the above.
 
 An expectation that expects nothing (an empty ``hold`` and no violation) is refused as bad
@@ -84,11 +90,14 @@ def judge(report: Mapping[str, Any], expect: Expectation | None = None) -> Outco
     messages: list[str] = []
     status = ExitStatus.PASSED
 
-    # a flaky case (it failed, then passed on a rerun) is inconclusive: its failure is
-    # neither a violation found nor an expected one found
+    # a flaky case (its runs disagreed) shows its failing run's invariants: that failure
+    # stands as a violation; for a mutant it is an expected violation found unreliably
     steady = [c for c in cases if c.get("verdict") != "flaky"]
     flaky = len(cases) - len(steady)
-    fired = sorted({n for c in steady for n, r in c["invariants"].items() if r["status"] == "fail"})
+    judged_on = steady if expect.violation is not None else cases
+    fired = sorted(
+        {n for c in judged_on for n, r in c["invariants"].items() if r["status"] == "fail"}
+    )
     if expect.violation is not None:
         if expect.violation in fired:
             messages.append(f"expected violation {expect.violation} was found")
@@ -105,16 +114,19 @@ def judge(report: Mapping[str, Any], expect: Expectation | None = None) -> Outco
         broken = [n for n in fired if held is None or n in held]
         if broken:
             status = ExitStatus.VIOLATION
-            failing = sum(
-                1
-                for c in steady
+            failing = [
+                c
+                for c in cases
                 if any(
                     r["status"] == "fail" and (held is None or n in held)
                     for n, r in c["invariants"].items()
                 )
-            )
+            ]
+            unsteady = sum(1 for c in failing if c.get("verdict") == "flaky")
+            also = f", {unsteady} of them flaky: another run passed" if unsteady else ""
             messages.append(
-                f"invariants violated: {', '.join(broken)} (in {failing} of {len(cases)} case(s))"
+                f"invariants violated: {', '.join(broken)}"
+                f" (in {len(failing)} of {len(cases)} case(s){also})"
             )
 
     gaps = gap_lines(report)
@@ -208,7 +220,8 @@ def _undecided(cases: Sequence[Mapping[str, Any]], held: set[str] | None) -> lis
             if looks.look(r) == "undecided" and (held is None or n in held)
         ]
         if verdict == "flaky":
-            lines.append(f"{case['id']}: flaky (a rerun gave another verdict)")
+            said = ", then ".join(str(r.get("verdict")) for r in case.get("runs") or ())
+            lines.append(f"{case['id']}: flaky (runs of one seed gave {said or 'two verdicts'})")
         elif case.get("undecided_because"):  # its provider died: nothing in it is decided
             lines.append(f"{case['id']}: {case['undecided_because']}")
         elif anomalies:

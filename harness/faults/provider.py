@@ -18,6 +18,9 @@ In a case where workers race (``concurrent_claim``), "the N-th send" would be wh
 the race put N-th: a replay could fault another recipient. There the rule is pinned to one
 delivery, a (run, destination) pair drawn from the seed and the case id (``pinned_delivery``),
 and ``:N`` counts that delivery's sends: the same recipient every time the case runs.
+The workload's own rules (a scenario's ``[[provider.faults]]``: "the 1st send is dropped, the
+2nd gets a 503") are pinned the same way in a racing case (``pin_workload_rules``); a case
+without a race keeps every rule as written.
 """
 
 from __future__ import annotations
@@ -71,6 +74,19 @@ def pinned_delivery(
     accented one (``:*_nfd`` accents one and respells it), as far as any is left.
     """
 
+    pairs = _pairs(intended, roster_may_change=roster_may_change)
+    if not pairs:
+        return {}
+    digest = hashlib.sha256(f"{seed}:{case_id}:{index}".encode()).digest()
+    run, dest = random.Random(digest).choice(pairs)
+    return {"run_id": run, "destination": dest}
+
+
+def _pairs(
+    intended: Mapping[str, Sequence[str]], *, roster_may_change: bool
+) -> list[tuple[str, str]]:
+    """Every (run, destination) a pin may name, sorted (see ``pinned_delivery``)."""
+
     def candidates(dests: Sequence[str]) -> list[str]:
         ordered = sorted(dests)
         if not roster_may_change:
@@ -78,12 +94,93 @@ def pinned_delivery(
         plain = [d for d in ordered if d.isascii()]
         return [d for d in plain if d != ordered[0]] or plain or ordered
 
-    pairs = sorted((run, dest) for run, dests in intended.items() for dest in candidates(dests))
-    if not pairs:
-        return {}
-    digest = hashlib.sha256(f"{seed}:{case_id}:{index}".encode()).digest()
-    run, dest = random.Random(digest).choice(pairs)
-    return {"run_id": run, "destination": dest}
+    return sorted((run, dest) for run, dests in intended.items() for dest in candidates(dests))
+
+
+#: match fields that name one delivery on their own: a rule holding one needs no pin
+_ONE_DELIVERY = ("delivery_id", "idempotency_key")
+
+
+def pin_workload_rules(
+    rules: Sequence[FaultRule],
+    *,
+    seed: int,
+    case_id: str,
+    intended: Mapping[str, Sequence[str]],
+    roster_may_change: bool,
+    provider: str = "",
+) -> list[FaultRule]:
+    """A racing case's workload rules, each pinned to the deliveries the seed picks.
+
+    A rule that counts sends ("the 2nd send gets a 503") counts them in the order the race
+    put them in, so a rerun could fault another recipient. Here the case's sends are read as
+    going round the intended deliveries in one order shuffled from the seed, the case id and
+    the provider (``L`` deliveries: send ``s`` is delivery ``(s - 1) % L``'s send number
+    ``(s - 1) // L + 1``), and a rule for sends ``nth .. nth + times - 1`` becomes, for each
+    delivery it covers, a rule matching that (run, destination) alone and counting its sends:
+    the 1st and the 2nd send of the case fault two different recipients, and the same two on
+    every run of the seed, whichever worker sends them. A rule with dice gets, per delivery,
+    dice seeded from its own seed and that delivery. What needs no pin stays as written: a
+    rule that names one delivery already, or one for every request (``nth`` 1, no ``times``,
+    no dice). A delivery a worker sends through another provider never meets a rule pinned
+    at this one (the harness cannot know its routing before the case runs)."""
+    out: list[FaultRule] = []
+    for rule in rules:
+        out.extend(
+            _pin(
+                rule,
+                seed=seed,
+                case_id=case_id,
+                pairs=_pairs(intended, roster_may_change=roster_may_change),
+                provider=provider,
+            )
+        )
+    return out
+
+
+def _pin(
+    rule: FaultRule, *, seed: int, case_id: str, pairs: list[tuple[str, str]], provider: str
+) -> list[FaultRule]:
+    match = dict(rule.match)
+    named = ("run_id" in match and "destination" in match) or any(k in match for k in _ONE_DELIVERY)
+    every = rule.nth == 1 and rule.times is None and rule.probability is None
+    fits = [
+        (run, dest)
+        for run, dest in pairs
+        if match.get("run_id", run) == run and match.get("destination", dest) == dest
+    ]
+    if named or every or not fits:
+        return [rule]
+    shape = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
+    digest = hashlib.sha256(f"{seed}:{case_id}:{provider}:{shape}".encode()).digest()
+    order = list(fits)
+    random.Random(digest).shuffle(order)
+    size, first = len(order), rule.nth
+    pinned: list[FaultRule] = []
+    for i, (run, dest) in enumerate(order):
+        # this delivery's k-th send is send number i + 1 + (k - 1) * size of the case
+        low = max(1, -(-(first - 1 - i) // size) + 1)
+        if rule.times is None:
+            times: int | None = None
+        else:
+            high = (first + rule.times - 2 - i) // size + 1
+            if high < low:
+                continue
+            times = high - low + 1
+        dice = rule.seed
+        if rule.probability is not None:  # dice of its own per delivery
+            digest = hashlib.sha256(f"{rule.seed}:{run}:{dest}".encode()).digest()
+            dice = int.from_bytes(digest[:6], "big")
+        pinned.append(
+            replace(
+                rule,
+                match={**match, "run_id": run, "destination": dest},
+                nth=low,
+                times=times,
+                seed=dice,
+            )
+        )
+    return pinned
 
 
 def _add(ctx: CaseContext, step: Step, rule: FaultRule) -> None:

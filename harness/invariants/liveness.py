@@ -45,8 +45,10 @@ from harness.destinations import distinct
 from harness.engine.trace import TraceEvent
 from harness.invariants._evidence import detail_of, events_named, provider_times
 from harness.invariants._model import (
+    NOT_JUDGED,
     CheckResult,
     DeliveryRow,
+    MissingEvidenceError,
     Observation,
     Status,
     need,
@@ -158,10 +160,47 @@ def _figures(cpu: dict[str, Any]) -> str:
     )
 
 
+def _blind(obs: Observation) -> bool:
+    """Whether the system gives no ledger rows to judge by (no ledger, or an adapter without
+    them: a blind spot), as against a ledger the harness refused (the case is unknown)."""
+    if obs.ledger is None:
+        return True
+    try:
+        obs.ledger.deliveries  # noqa: B018 - a missing part raises on reading
+        obs.ledger.queue  # noqa: B018
+    except MissingEvidenceError as exc:
+        return str(exc).startswith(NOT_JUDGED)
+    return obs.ledger.no_rows_because is not None
+
+
+def _settled_in_time(obs: Observation) -> CheckResult | None:
+    """A system without a ledger whose workers the harness watched settle (a daemon: the
+    settle probe, or the provider's log) and that settled before the deadline each time: the
+    evidence a missed deadline fails on (``_missed_deadline``) says it holds. Without this, a
+    sweep of such a system listed liveness as not judged and as violated in one report."""
+    settled = events_named(obs.trace, "settled")
+    if not settled or not _blind(obs):
+        return None
+    seen = [
+        {"worker": ev.worker, "by": detail_of(ev).get("by") or "the settle probe said so"}
+        for _, ev in settled
+    ]
+    ways = sorted({str(s["by"]) for s in seen})
+    return CheckResult(
+        Status.PASS,
+        f"settled before the settle deadline ({'; '.join(ways)}); no ledger to look for"
+        " overdue rows in",
+        {"settled": seen},
+    )
+
+
 def check(obs: Observation) -> CheckResult:
     missed = _missed_deadline(obs)
     if missed is not None:
         return missed
+    in_time = _settled_in_time(obs)
+    if in_time is not None:
+        return in_time
     ledger = need(obs.ledger, "ledger")
     policy = obs.policy
     grace = policy.liveness_grace_s if policy is not None else DEFAULT_GRACE_S

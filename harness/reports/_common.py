@@ -19,8 +19,13 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
     """``(level, sentence)``: level is ``fail``, ``unknown``, ``gap`` or ``pass``."""
     s = report["summary"]
     partial = " so far" if report.get("partial") else ""
-    if s["failed"]:
-        return "fail", f"{s['failed']} of {s['cases']} case(s) violate an invariant{partial}"
+    flaky_failed = flaky_failures(report)
+    if s["failed"] or flaky_failed:
+        also = f", {flaky_failed} flaky" if not s["failed"] else ""
+        return "fail", (
+            f"{s['failed'] + flaky_failed} of {s['cases']} case(s) violate an invariant"
+            f"{also}{partial}"
+        )
     if s.get("gaps"):
         return "gap", (
             f"coverage gap: in {s['gaps']} of {s['cases']} case(s) a planned step did not land"
@@ -35,8 +40,8 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
         return "gap", "coverage gap: the sweep missed pairs or boundaries its plan promised"
     if s["unknown"] or s.get("flaky"):
         why = [f"{s['unknown']} of {s['cases']} case(s) undecided"] if s["unknown"] else []
-        if s.get("flaky"):  # it failed, then passed on a rerun: no verdict either way
-            why.append(f"{s['flaky']} of {s['cases']} case(s) flaky (failed, then passed on rerun)")
+        if s.get("flaky"):  # its runs of one seed disagreed: never a pass
+            why.append(f"{s['flaky']} of {s['cases']} case(s) flaky (runs of one seed disagreed)")
         return "unknown", f"inconclusive: {'; '.join(why)}{partial}"
     every = "every invariant"
     seen = looks.judged(report.get("cases", []))
@@ -45,6 +50,16 @@ def headline(report: Mapping[str, Any]) -> tuple[str, str]:
     if report.get("partial"):
         return "partial", f"all {s['cases']} case(s) run so far hold {every}"
     return "pass", f"all {s['cases']} case(s) hold {every}"
+
+
+def flaky_failures(report: Mapping[str, Any]) -> int:
+    """Flaky cases one of whose runs failed: that failure stands (``outcome.judge``)."""
+    return sum(
+        1
+        for c in report.get("cases", [])
+        if c.get("verdict") == "flaky"
+        and any(r.get("status") == "fail" for r in c.get("invariants", {}).values())
+    )
 
 
 def recovery_sentence(report: Mapping[str, Any]) -> str | None:

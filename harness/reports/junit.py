@@ -129,10 +129,14 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int], *, dr
             )
     for line in left:
         ET.SubElement(props, "property", name="straggler", value=line)
-    if case["verdict"] == "fail":
+    # a flaky case one of whose runs failed: that failure stands (``outcome.judge``)
+    if case["verdict"] == "fail" or (case["verdict"] == "flaky" and failed):
         counts["failures"] += 1
         names = list(failed) or ["verdict"]
         message = "; ".join(f"{n}: {r['summary']}" for n, r in failed.items()) or "case failed"
+        if case["verdict"] == "flaky":
+            runs = ", then ".join(str(r["verdict"]) for r in case.get("runs", []))
+            message = f"flaky, a failure stands: runs of this schedule gave {runs}; {message}"
         failure = ET.SubElement(tc, "failure", type=",".join(names), message=message)
         failure.text = _evidence_text(failed, unknown, case)
     elif case["verdict"] == "gap":
@@ -160,7 +164,7 @@ def _fill(tc: ET.Element, case: Mapping[str, Any], counts: dict[str, int], *, dr
     elif case["verdict"] in ("unknown", "flaky"):
         counts["errors"] += 1
         reasons = [f"{n}: {r['summary']}" for n, r in unknown.items()] + list(case["notes"])
-        if case["verdict"] == "flaky":  # an error, not a failure: it did not fail reliably
+        if case["verdict"] == "flaky":  # no run failed: an error (it is undecided)
             runs = ", then ".join(str(r["verdict"]) for r in case.get("runs", []))
             reasons.insert(0, f"flaky: runs of this schedule disagreed ({runs})")
         error = ET.SubElement(

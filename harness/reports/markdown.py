@@ -171,6 +171,9 @@ def _case(case: Mapping[str, Any]) -> list[str]:
     if case.get("runs"):
         said = ", then ".join(str(r["verdict"]) for r in case["runs"])
         lines.append(f"- runs of this schedule (same seed): {said}")
+        lines += [
+            f"  - {r['verdict']}: trace `{r['trace']}`" for r in case["runs"] if r.get("trace")
+        ]
     lines.append("")
     evidence = {
         n: inv["evidence"]
