@@ -84,12 +84,8 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
             _style.echo(f"       {name} {said}")
     for note in case.notes:
         click.echo(f"       note: {_secrets.scrub(note)}")
-    for w in case.workers:
-        if w.stragglers:
-            _style.echo(
-                f"       straggler: worker {w.worker} (pid {w.pid}) left {w.stragglers}"
-                " process(es) running after it ended; the harness killed them"
-            )
+    for left in getattr(case, "leftovers", ()):
+        _style.echo(f"       straggler: {left.line()}")
     if case.runs:
         said = ", then ".join(r.verdict.value for r in case.runs)
         click.echo(f"       runs of this schedule: {said} (same seed, same schedule)")

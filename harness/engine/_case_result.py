@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.engine._case import StepRecord
+from harness.engine._leftovers import Leftover
 from harness.engine.schedule import CaseSpec
 from harness.engine.supervisor import WorkerOutcome
 from harness.invariants import CheckResult, Status
@@ -61,6 +62,9 @@ class CaseResult:
     by_provider: dict[str, dict[str, int]] = field(default_factory=dict)
     #: discovered point -> what it talked to (``POST 127.0.0.1:8000/hooks``), from its hits
     targets: dict[str, list[str]] = field(default_factory=dict)
+    #: every process of the case that outlived its worker or the case, named and stopped
+    #: (``harness.engine._leftovers``): a would-be pass is then unknown
+    leftovers: list[Leftover] = field(default_factory=list)
 
     @property
     def all_landed(self) -> bool:
@@ -103,6 +107,7 @@ class CaseResult:
                 else {}
             ),
             **({"measured": list(RACE_MEASURED)} if self.spec.races else {}),
+            **({"leftovers": [p.to_json() for p in self.leftovers]} if self.leftovers else {}),
         }
 
     def run_json(self) -> dict[str, Any]:

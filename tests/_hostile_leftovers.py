@@ -1,0 +1,149 @@
+"""Hostile workers that leave something behind, or take the harness's disk from it.
+
+Importable as ``tests._hostile_leftovers:NAME`` for ``--system`` in subprocess tests
+(``tests/test_hostile_leftovers.py``):
+
+- ``ESCAPES``: the reference, after leaving a double-forked ``setsid`` daemon that moves
+  itself out of its worker's cgroup when it can (root), waits for its worker to end and then
+  opens connections to the provider at the case's epoch and leaves its posts half-sent
+  there: what it does after its case ended must not go unseen.
+- ``FILLS_DISK``: writes a file in the case's work dir until the file system is full
+  (``ENOSPC``), then goes on as the reference does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import select
+import signal
+import socket
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from sqlalchemy.engine import make_url
+
+from harness.systems import resolve
+from harness.worker_config import WorkerConfig
+
+_REF = resolve("reference")
+
+#: env var naming a file: each daemon ``ESCAPES`` leaves appends "pid start_time"
+DAEMON_FILE_ENV = "CH_TEST_LEFTOVER_DAEMONS"
+#: how many requests the daemon leaves half-sent on the provider
+HALF_SENT = 20
+
+
+def _start_time(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2 :].split()[19])
+
+
+def _leave_cgroup() -> None:
+    """Root may write its own pid into the cgroup tree's root: out of its worker's cgroup."""
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split()[1] for line in f if line.split()[2:3] == ["cgroup2"]]
+    for mount in mounts:
+        with contextlib.suppress(OSError), open(os.path.join(mount, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+
+def _half_sent(url: str) -> list[socket.socket]:
+    """``HALF_SENT`` connections to the provider, each with a request whose body never ends."""
+    parts = urlsplit(url)
+    held = []
+    for _ in range(HALF_SENT):
+        sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80))
+        head = (
+            f"POST {parts.path.rstrip('/')}/v1/messages HTTP/1.1\r\n"
+            f"Host: {parts.netloc}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100000\r\n\r\n{"
+        )
+        sock.sendall(head.encode())
+        held.append(sock)
+    return held
+
+
+def _daemon(config: WorkerConfig, worker: int, ready_w: int) -> None:  # pragma: no cover
+    """The daemon's life: out of the cgroup, wait for the worker's end, then reach the
+    provider of a case that is over, and stay."""
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    _leave_cgroup()
+    me = os.getpid()
+    with open(os.environ[DAEMON_FILE_ENV], "a") as f:
+        f.write(f"{me} {_start_time(me)}\n")
+    os.write(ready_w, b"ready")
+    os.close(ready_w)
+    with contextlib.suppress(OSError):
+        fd = os.pidfd_open(worker)
+        select.select([fd], [], [])  # the worker's first process has ended: the case is over
+    held: list[socket.socket] = []  # kept open for as long as the daemon lives
+    with contextlib.suppress(OSError):
+        held += _half_sent(config.provider_url)
+    while True:
+        signal.pause()
+
+
+def _escapes(config: WorkerConfig) -> None:
+    """Leave the daemon (fork, ``setsid``, fork, the middle one exits), then the reference."""
+    worker = os.getpid()
+    ready_r, ready_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # pragma: no cover - the middle process
+        os.setsid()
+        if os.fork() == 0:
+            os.close(ready_r)
+            _daemon(config, worker, ready_w)
+        os._exit(0)
+    os.close(ready_w)
+    os.waitpid(middle, 0)
+    os.read(ready_r, 5)  # the daemon is recorded (or gone, and the test will say so)
+    os.close(ready_r)
+    _REF.main(config)
+
+
+#: env var naming a file: FILLS_DISK writes there how many bytes it wrote and what stopped it
+FILLED_FILE_ENV = "CH_TEST_FILLED"
+
+
+def _fills_disk(config: WorkerConfig) -> None:
+    """Fill the file system of the case's ledger (its work dir) to the last byte, then go on
+    as the reference does: whatever fails next is the full disk's doing, not the worker's."""
+    database = make_url(config.db.url).database if hasattr(config.db, "url") else None
+    where = Path(database).parent if database else Path.cwd()
+    written = 0
+    stopped = ""
+    chunk = b"\0" * (1 << 16)
+    try:
+        with open(where / "ballast.bin", "wb", buffering=0) as f:
+            while True:
+                written += f.write(chunk)
+    except OSError as exc:
+        stopped = errno.errorcode.get(exc.errno or 0, str(exc))
+    # then byte by byte, so not even a small write fits any more
+    with contextlib.suppress(OSError), open(where / "ballast-tail.bin", "wb", buffering=0) as f:
+        while f.write(b"\0"):
+            written += 1
+    note = os.environ.get(FILLED_FILE_ENV)
+    if note:
+        with contextlib.suppress(OSError):
+            Path(note).write_text(json.dumps({"written": written, "stopped": stopped}))
+    _REF.main(config)
+
+
+ESCAPES = replace(
+    _REF,
+    name="tests._hostile_leftovers:ESCAPES",
+    description="the reference, leaving a daemon that escapes its cgroup and posts late",
+    main=_escapes,
+)
+FILLS_DISK = replace(
+    _REF,
+    name="tests._hostile_leftovers:FILLS_DISK",
+    description="fills the work dir's file system, then the reference",
+    main=_fills_disk,
+)
