@@ -7,6 +7,11 @@ Importable as ``tests._hostile_leftovers:NAME`` for ``--system`` in subprocess t
   itself out of its worker's cgroup when it can (root), waits for its worker to end and then
   opens connections to the provider at the case's epoch and leaves its posts half-sent
   there: what it does after its case ended must not go unseen.
+- ``ASKS_OUTSIDE``: hands its provider's URL to a process outside its case (as
+  ``systemd-run`` or ``at`` would start one: no child of the harness, in no worker's tree),
+  which leaves posts half-sent there; then the reference. Only the connections it holds
+  tie that process to the case. The outside process is ``python -m tests._hostile_leftovers
+  FIFO``, started by the test before the harness.
 - ``FILLS_DISK``: writes a file in the case's work dir until the file system is full
   (``ENOSPC``), then goes on as the reference does.
 """
@@ -106,6 +111,33 @@ def _escapes(config: WorkerConfig) -> None:
     _REF.main(config)
 
 
+#: env var naming the FIFO on which ASKS_OUTSIDE hands its provider URL out (``FIFO.ack``:
+#: where the outside process says it holds its connections, with its pid)
+OUTSIDE_FIFO_ENV = "CH_TEST_OUTSIDE_FIFO"
+
+
+def _asks_outside(config: WorkerConfig) -> None:
+    """Hand the provider URL out, wait until the outside process holds its half-sent posts
+    there, then the reference."""
+    fifo = os.environ[OUTSIDE_FIFO_ENV]
+    with open(fifo, "w") as f:
+        f.write(config.provider_url + "\n")
+    with open(fifo + ".ack") as f:
+        f.readline()
+    _REF.main(config)
+
+
+def outside(fifo: str) -> None:  # pragma: no cover - a process of its own
+    """The process outside the case: take a URL, leave posts half-sent there, say so, stay."""
+    with open(fifo) as f:
+        url = f.readline().strip()
+    held = _half_sent(url)
+    with open(fifo + ".ack", "w") as f:
+        f.write(f"{os.getpid()} {len(held)}\n")
+    while True:
+        signal.pause()
+
+
 #: env var naming a file: FILLS_DISK writes there how many bytes it wrote and what stopped it
 FILLED_FILE_ENV = "CH_TEST_FILLED"
 
@@ -141,9 +173,21 @@ ESCAPES = replace(
     description="the reference, leaving a daemon that escapes its cgroup and posts late",
     main=_escapes,
 )
+ASKS_OUTSIDE = replace(
+    _REF,
+    name="tests._hostile_leftovers:ASKS_OUTSIDE",
+    description="the reference, after a process outside its case left posts half-sent",
+    main=_asks_outside,
+)
 FILLS_DISK = replace(
     _REF,
     name="tests._hostile_leftovers:FILLS_DISK",
     description="fills the work dir's file system, then the reference",
     main=_fills_disk,
 )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    outside(sys.argv[1])

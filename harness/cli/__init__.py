@@ -26,6 +26,7 @@ from harness.cli._echo import counted as counted
 from harness.cli._echo import echo_discovered, echo_gaps, echo_kept
 from harness.cli._echo import format_bytes as format_bytes
 from harness.cli._echo import mark_of as mark_of
+from harness.engine import _room
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -99,6 +100,18 @@ class _LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every command: a write the machine refused (disk full, read-only, over quota,
+        failing) is one line and the harness-error status, never a traceback."""
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            cannot = _room.cannot_write(exc)
+            if cannot is None:
+                raise
+            click.echo(f"error: {cannot}", err=True)
+            sys.exit(ExitStatus.INTERNAL_ERROR)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
@@ -406,7 +419,11 @@ def certify(
 
         def show(case: CaseResult) -> None:
             assert live is not None
-            live.record(case)  # the partial report is on disk before the line is printed
+            try:
+                live.record(case)  # the partial report is on disk before the line is printed
+            except OSError as exc:  # the line still says how the case went; the end says why
+                if _room.cannot_write(exc) is None:  # no report could be written
+                    raise
             progress.advance(case.verdict.value)
             with progress.above():
                 print_case(case, progress.counter(), width=38)  # one look on every route
@@ -443,8 +460,12 @@ def certify(
         if live is not None:
             _write_partial(live)
         sys.exit(status)
-    except Exception:
+    except Exception as exc:
         progress.close()
+        cannot = _room.cannot_write(exc)
+        if cannot is not None:  # the machine's failure: one line, never a traceback
+            click.echo(f"error: {cannot}", err=True)
+            sys.exit(ExitStatus.INTERNAL_ERROR)
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
 

@@ -25,13 +25,15 @@ MIN_ROOM_BYTES = 64 * 1024
 PROBE_NAME = ".room-probe"
 
 
-def cannot_write(exc: BaseException) -> str | None:
+def cannot_write(exc: BaseException, where: object = None) -> str | None:
     """``the harness could not write PATH: REASON`` for a failed write of the machine's kind
-    (``HARNESS_WRITE_ERRNOS``), found in ``exc`` or what caused it; None for any other."""
+    (``HARNESS_WRITE_ERRNOS``), found in ``exc`` or what caused it; None for any other.
+    ``where``: the file written, when the error does not name it (a write, not an open)."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in HARNESS_WRITE_ERRNOS:
-            where = seen.filename if seen.filename is not None else "its files"
+            named = seen.filename if seen.filename is not None else where
+            where = named if named is not None else "its files"
             return f"the harness could not write {where}: {os.strerror(seen.errno or 0)}"
         seen = seen.__cause__ or seen.__context__
     return None
@@ -54,7 +56,7 @@ def full(path: Path) -> str | None:
             f.flush()
             os.fsync(f.fileno())
     except OSError as exc:
-        said = cannot_write(exc)
+        said = cannot_write(exc, path)
         if said is not None:
             return f"{said} (the file system of the case's work dir is full: {free} bytes free)"
     finally:

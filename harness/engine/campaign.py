@@ -800,7 +800,7 @@ def _case_leftovers(
         now[pid] = f"{now[pid]}, holding {', '.join(held)}" if pid in now else said
     stopped = _leftovers.collect(now)
     for left in stopped:
-        ctx.record("leftover", pid=left.pid, command=left.command, held=left.held)
+        ctx.record("leftover", leftover_pid=left.pid, command=left.command, held=left.held)
     return found + stopped
 
 
