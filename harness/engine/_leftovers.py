@@ -160,10 +160,32 @@ def _sockets_to(ports: set[int]) -> dict[int, str]:
             if len(fields) < 10:
                 continue
             remote, inode = fields[2], int(fields[9])
-            port = int(remote.rsplit(":", 1)[1], 16)
-            if inode and port in ports:
+            host, _, port_hex = remote.rpartition(":")
+            port = int(port_hex, 16)
+            if inode and port in ports and _loopback(host):
                 found[inode] = f"port {port}"
     return found
+
+
+def _loopback(host: str) -> bool:
+    """Whether a /proc/net/tcp{,6} address (hex, in the kernel's byte order) is this
+    machine's loopback, where the providers listen: 127.0.0.0/8, ``::1`` or ``::ffff:127.x``
+    (a far end elsewhere with the same port number is someone else's connection)."""
+    if len(host) == 8:
+        return host[-2:] == "7F"
+    v4_mapped = host[:24] == "0000000000000000FFFF0000" and host[-2:] == "7F"
+    return v4_mapped or host == "00000000000000000000000001000000"
+
+
+def _ancestors() -> set[int]:
+    """This process's ancestors up to init: whatever a scan finds, never stopped."""
+    out: set[int] = set()
+    pid = os.getpid()
+    of = _tree.parents()
+    while pid in of and pid not in out:
+        out.add(pid)
+        pid = of[pid]
+    return out | {0, 1}
 
 
 def _inodes_of(pid: int | str) -> set[int]:
@@ -210,13 +232,14 @@ def stop(pids: Iterable[int]) -> set[int]:
     """SIGSTOP each of ``pids`` and its descendants until none is new, then SIGKILL them
     all and wait for them to end; returns those still alive after (none, unless the kernel
     would not let this process kill them)."""
-    roots = set(pids)
+    spared = _ancestors()  # never the harness's own line, whatever was found
+    roots = set(pids) - spared
 
     def members() -> set[int]:
         out: set[int] = set()
         for pid in roots:
             out |= _tree._descendants(pid)
-        return out
+        return out - spared
 
     if not roots:
         return set()
@@ -225,7 +248,7 @@ def stop(pids: Iterable[int]) -> set[int]:
     for pid in stopped | roots:  # the harness's own children (adopted) are reaped now
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
-    return {pid for pid in roots if not _tree.dying(pid)}
+    return {pid for pid in set(pids) if not _tree.dying(pid)}
 
 
 def collect(found: dict[int, str]) -> list[Leftover]:
