@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -263,3 +264,36 @@ def test_a_leftover_turns_a_pass_unknown_and_never_a_failure() -> None:
     outcome = judge({"cases": [case], "summary": {}})
     assert outcome.status is ExitStatus.INCONCLUSIVE, outcome
     assert any("outlived" in line for line in outcome.undecided), outcome
+
+
+def test_both_views_of_a_providers_clients_agree_and_name_the_holder(tmp_path: Path) -> None:
+    """A process outside this one holding a loopback connection to a listening port is
+    found by the kernel's sock_diag dump and by /proc/net/tcp alike, and named by pid."""
+    from harness.engine import _leftovers
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1])));"
+                " print('held', flush=True); sys.stdin.read()",
+                str(port),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as holder:
+            try:
+                assert holder.stdout is not None
+                assert holder.stdout.readline() == "held\n"
+                seen = _leftovers._diag_sockets_to({port})
+                assert seen == _leftovers._proc_sockets_to({port})
+                assert len(seen) == 1, seen
+                held = _leftovers.clients({port: "payments"}, known=set())
+                assert held == {holder.pid: [f"1 connection(s) to provider payments (port {port})"]}
+            finally:
+                holder.kill()
