@@ -12,6 +12,8 @@ Importable as ``tests._hostile_leftovers:NAME`` for ``--system`` in subprocess t
   which leaves posts half-sent there; then the reference. Only the connections it holds
   tie that process to the case. The outside process is ``python -m tests._hostile_leftovers
   FIFO``, started by the test before the harness.
+- ``FREEZES_DISK``: the reference, then remounts the case's file system read-only (``EROFS``
+  for every write of the harness after it).
 - ``FILLS_DISK``: writes a file in the case's work dir until the file system is full
   (``ENOSPC``), then goes on as the reference does.
 """
@@ -25,6 +27,7 @@ import os
 import select
 import signal
 import socket
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -177,11 +180,33 @@ ESCAPES = replace(
     description="the reference, leaving a daemon that escapes its cgroup and posts late",
     main=_escapes,
 )
+#: env var naming the mount point FREEZES_DISK remounts read-only (in the test's own mount
+#: namespace: the machine's mounts are never touched)
+READ_ONLY_MOUNT_ENV = "CH_TEST_READ_ONLY_MOUNT"
+
+
+def _freezes_disk(config: WorkerConfig) -> None:
+    """The reference, then the case's file system remounted read-only under the harness's
+    feet (root may): the harness's next write (the trace line of this worker's end) fails."""
+    _REF.main(config)
+    where = os.environ[READ_ONLY_MOUNT_ENV]
+    # a read-only bind of the place over itself: what is open stays writable (a tmpfs with
+    # files open for writing cannot be remounted read-only), every new open is refused
+    for words in (["--bind", where, where], ["-o", "remount,bind,ro", where]):
+        subprocess.run(["mount", *words], check=True, capture_output=True)
+
+
 ASKS_OUTSIDE = replace(
     _REF,
     name="tests._hostile_leftovers:ASKS_OUTSIDE",
     description="the reference, after a process outside its case left posts half-sent",
     main=_asks_outside,
+)
+FREEZES_DISK = replace(
+    _REF,
+    name="tests._hostile_leftovers:FREEZES_DISK",
+    description="the reference, then its work dir's file system remounted read-only",
+    main=_freezes_disk,
 )
 FILLS_DISK = replace(
     _REF,

@@ -25,7 +25,13 @@ from harness.engine.campaign import _verdict
 from harness.engine.outcome import judge
 from harness.errors import ExitStatus
 from harness.invariants import CheckResult, Status
-from tests._hostile_leftovers import DAEMON_FILE_ENV, FILLED_FILE_ENV, OUTSIDE_FIFO_ENV, QUIET_ENV
+from tests._hostile_leftovers import (
+    DAEMON_FILE_ENV,
+    FILLED_FILE_ENV,
+    OUTSIDE_FIFO_ENV,
+    QUIET_ENV,
+    READ_ONLY_MOUNT_ENV,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -185,10 +191,10 @@ def _unshare_refused() -> str | None:
     return None if probe.returncode == 0 else f"unshare --mount refused: {probe.stderr.strip()}"
 
 
-def _on_a_full_disk(tmp_path: Path, *, reports_on_it: bool) -> tuple[int, str, Path]:
-    """``certify`` of FILLS_DISK in a mount namespace of its own, with the scratch dir (and,
-    with ``reports_on_it``, the report dir) on an 8 MiB tmpfs the worker fills to the last
-    byte; (exit status, everything printed, report dir)."""
+def _on_a_small_disk(tmp_path: Path, system: str, *, reports_on_it: bool) -> tuple[int, str, Path]:
+    """``certify`` of ``system`` in a mount namespace of its own, with the scratch dir (and,
+    with ``reports_on_it``, the report dir) on an 8 MiB tmpfs of its own; (exit status,
+    everything printed, report dir)."""
     refused = _unshare_refused()
     if refused is not None:
         pytest.skip(refused)
@@ -196,10 +202,12 @@ def _on_a_full_disk(tmp_path: Path, *, reports_on_it: bool) -> tuple[int, str, P
     disk.mkdir()
     reports = disk / "r" if reports_on_it else tmp_path / "r"
     filled = tmp_path / "filled.json"
-    env = _env(tmp_path, disk / "scratch", **{FILLED_FILE_ENV: str(filled)})
-    command = " ".join(
-        f"'{word}'" for word in _certify("tests._hostile_leftovers:FILLS_DISK", reports)
+    env = _env(
+        tmp_path,
+        disk / "scratch",
+        **{FILLED_FILE_ENV: str(filled), READ_ONLY_MOUNT_ENV: str(disk)},
     )
+    command = " ".join(f"'{word}'" for word in _certify(system, reports))
     proc = subprocess.run(
         [
             *("unshare", "--mount", "--propagation", "private", "sh", "-c"),
@@ -212,9 +220,17 @@ def _on_a_full_disk(tmp_path: Path, *, reports_on_it: bool) -> tuple[int, str, P
         timeout=300,
         check=False,
     )
-    printed = proc.stdout + proc.stderr
-    assert json.loads(filled.read_text())["stopped"] == "ENOSPC", printed  # it did fill it
-    return proc.returncode, printed, reports
+    return proc.returncode, proc.stdout + proc.stderr, reports
+
+
+def _on_a_full_disk(tmp_path: Path, *, reports_on_it: bool) -> tuple[int, str, Path]:
+    """FILLS_DISK on its small disk, which it filled to the last byte."""
+    found = _on_a_small_disk(
+        tmp_path, "tests._hostile_leftovers:FILLS_DISK", reports_on_it=reports_on_it
+    )
+    filled = json.loads((tmp_path / "filled.json").read_text())
+    assert filled["stopped"] == "ENOSPC", found[1]  # it did fill it
+    return found
 
 
 def test_a_full_disk_makes_the_case_unknown_naming_it_never_a_violation(tmp_path: Path) -> None:
@@ -244,6 +260,24 @@ def test_a_report_that_cannot_be_written_is_one_line_and_the_harness_error_statu
     assert f"error: the harness could not write {reports}" in printed, printed
     assert "No space left on device" in printed.splitlines()[-1], printed
     assert "???  baseline" in printed, printed
+
+
+def test_a_read_only_disk_under_the_harness_gives_the_case_up_unknown_naming_it(
+    tmp_path: Path,
+) -> None:
+    """The worker remounts the case's file system read-only as it ends: the harness's next
+    write of the case fails, the case is given up as unknown naming the path and "Read-only
+    file system", the campaign is inconclusive (exit 3), never a traceback (8213f3e: an
+    OSError traceback, exit 4)."""
+    code, printed, reports = _on_a_small_disk(
+        tmp_path, "tests._hostile_leftovers:FREEZES_DISK", reports_on_it=False
+    )
+    assert "Traceback" not in printed
+    assert code == ExitStatus.INCONCLUSIVE, printed
+    (case,) = json.loads((reports / "report.json").read_text())["cases"]
+    assert case["verdict"] == "unknown", case
+    assert "the harness could not write" in case["undecided_because"], case
+    assert "Read-only file system" in case["undecided_because"], case
 
 
 def test_a_leftover_turns_a_pass_unknown_and_never_a_failure() -> None:
