@@ -631,11 +631,8 @@ def _case_lines(case: CaseResult, names: Iterable[str]) -> Iterator[str]:
             )
             tail = (worker.stack_dump or worker.stderr_tail or "").rstrip().splitlines()[-12:]
             yield from (f"    | {line}" for line in tail)
-        if worker.stragglers:
-            yield (
-                f"  straggler: worker {worker.worker} left {worker.stragglers} process(es)"
-                " running after it ended; the harness killed them"
-            )
+    for left in case.leftovers:
+        yield f"  straggler: {left.line()}"
     for note in case.notes:
         yield f"  note: {note}"
     yield f"  replay: {case.replay}"

@@ -351,9 +351,9 @@ def test_clean_kills_what_a_killed_runs_keeper_still_holds(
 
 def test_a_straggler_is_on_the_console_and_in_every_report(tmp_path: Path) -> None:
     """Walk mode: a worker that leaves a double-forked daemon each time it runs. The daemon
-    is killed when its worker ends, and the run says so on the console and in report.md,
-    report.xml (JUnit) and report.html, not only in report.json; the case still passes (the
-    daemon did no harm the invariants can see)."""
+    is killed when its worker ends, and the run names it (pid, command line) on the console
+    and in report.md, report.xml (JUnit) and report.html, not only in report.json; the case
+    is unknown, never a pass (8213f3e: exit 0), and no violation on that ground alone."""
     daemons = tmp_path / "daemons"
     reports = tmp_path / "r"
     env = dict(
@@ -382,15 +382,21 @@ def test_a_straggler_is_on_the_console_and_in_every_report(tmp_path: Path) -> No
         assert recorded, proc.stdout + proc.stderr
         for pid, start in recorded:
             assert not _same_process_running(pid, start), "a daemon outlived its worker"
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        said = "left 1 process(es) running after it ended; the harness killed them"
-        assert "straggler: worker w1 (pid " in proc.stdout, proc.stdout
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        ((daemon, _),) = recorded
+        said = "of worker w1 was still running after its first process ended; the harness"
+        assert f"straggler: pid {daemon} (" in proc.stdout, proc.stdout
         assert said in proc.stdout, proc.stdout
         report = json.loads((reports / "report.json").read_text())
-        assert [w["stragglers"] for w in report["cases"][0]["workers"]] == [1]
+        (case,) = report["cases"]
+        assert case["verdict"] == "unknown", case
+        assert not [n for n, r in case["invariants"].items() if r["status"] != "pass"], case
+        assert [w["stragglers"] for w in case["workers"]] == [1]
+        assert [p["pid"] for p in case["leftovers"]] == [daemon], case
+        assert "tests._systems:LEAVES_DAEMON" in case["leftovers"][0]["command"], case
         md = (reports / "report.md").read_text()
         assert "**Stragglers (1)**" in md
-        assert f"baseline: worker w1 (pid {report['cases'][0]['workers'][0]['pid']})" in md
+        assert f"baseline: pid {daemon} (" in md
         junit = ET.fromstring((reports / "report.xml").read_text())
         props = [
             p.get("value") or "" for p in junit.iter("property") if p.get("name") == "straggler"

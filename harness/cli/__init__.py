@@ -26,6 +26,7 @@ from harness.cli._echo import counted as counted
 from harness.cli._echo import echo_discovered, echo_gaps, echo_kept
 from harness.cli._echo import format_bytes as format_bytes
 from harness.cli._echo import mark_of as mark_of
+from harness.engine import _room
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -118,7 +119,8 @@ class _LazyGroup(click.Group):
         """Every command ends in a status CI can read: a setup error of the user's is one
         line and exit 2 wherever it is raised, and an exception nobody expected is the
         harness's own failure (exit 4), never the uncaught-exception exit 1 that means
-        "violation found"."""
+        "violation found"; a write the machine refused (disk full, read-only, over quota,
+        failing) is one line and the harness-error status, never a traceback."""
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -126,6 +128,13 @@ class _LazyGroup(click.Group):
         except BadInputError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(ExitStatus.BAD_INPUT)
+        except OSError as exc:
+            cannot = _room.cannot_write(exc)
+            if cannot is None:
+                click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
+                sys.exit(ExitStatus.INTERNAL_ERROR)
+            click.echo(f"error: {cannot}", err=True)
+            sys.exit(ExitStatus.INTERNAL_ERROR)
         except Exception:
             click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
             sys.exit(ExitStatus.INTERNAL_ERROR)
@@ -422,7 +431,11 @@ def certify(
 
         def show(case: CaseResult) -> None:
             assert live is not None
-            live.record(case)  # the partial report is on disk before the line is printed
+            try:
+                live.record(case)  # the partial report is on disk before the line is printed
+            except OSError as exc:  # the line still says how the case went; the end says why
+                if _room.cannot_write(exc) is None:  # no report could be written
+                    raise
             progress.advance(case.verdict.value)
             with progress.above():
                 print_case(case, progress.counter(), width=38)  # one look on every route
@@ -459,8 +472,12 @@ def certify(
         if live is not None:
             _write_partial(live)
         sys.exit(status)
-    except Exception:
+    except Exception as exc:
         progress.close()
+        cannot = _room.cannot_write(exc)
+        if cannot is not None:  # the machine's failure: one line, never a traceback
+            click.echo(f"error: {cannot}", err=True)
+            sys.exit(ExitStatus.INTERNAL_ERROR)
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
 

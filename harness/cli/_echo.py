@@ -72,9 +72,16 @@ def echo_kept(workdir: Path, *, err: bool = False) -> None:
     """Keep a run's work dir, say where it is, and remove the kept dirs of this project's
     finished runs beyond the newest few, and other projects' past a week (saying how many):
     failing runs must not fill the scratch tmpfs, nor take someone else's evidence."""
-    from harness.engine import _scratch
+    from harness.engine import _room, _scratch
 
-    removed = _scratch.keep_and_prune(workdir)
+    try:
+        removed = _scratch.keep_and_prune(workdir)
+    except OSError as exc:  # its disk full: the dir is there all the same
+        said = _room.cannot_write(exc, workdir / _scratch.KEPT_FILE)
+        if said is None:
+            raise
+        click.echo(f"work dir kept: {workdir} (not marked kept: {said})", err=err)
+        return
     click.echo(f"work dir kept: {workdir}", err=err)
     if removed:
         freed = sum(r.bytes for r in removed)

@@ -75,6 +75,9 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
 
     mark = mark_of(case.verdict.value)
     extra = looks_text(case.invariants)
+    left = list(getattr(case, "leftovers", ()))
+    if left:  # why a case whose invariants held is not a pass
+        extra += f"  {len(left)} process(es) outlived their worker or the case"
     _style.echo(
         f"  {mark} {case.spec.id:<{width}} {case.duration_s:6.2f}s{counted(counter)}{extra}"
     )
@@ -84,12 +87,8 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
             _style.echo(f"       {name} {said}")
     for note in case.notes:
         click.echo(f"       note: {_secrets.scrub(note)}")
-    for w in case.workers:
-        if w.stragglers:
-            _style.echo(
-                f"       straggler: worker {w.worker} (pid {w.pid}) left {w.stragglers}"
-                " process(es) running after it ended; the harness killed them"
-            )
+    for each in left:
+        _style.echo(f"       straggler: {each.line()}")
     if case.runs:
         said = ", then ".join(r.verdict.value for r in case.runs)
         click.echo(f"       runs of this schedule: {said} (same seed, same schedule)")

@@ -11,10 +11,12 @@ What lives where (the Jepsen split: generator, nemesis, checker, store, report):
   jobs), ``sweep`` and ``explore`` (systematic and Hypothesis-drawn schedules),
   ``determinism`` (rerun and compare), ``outcome`` (one rule from results to exit status);
 - processes: ``supervisor`` (fork, arm, kill, reap), ``_tree`` (a worker's process tree),
+  ``_leftovers`` (what outlived its worker or case: found, named, stopped),
   ``_boundary`` (the boundary tracer behind ``harness.boundary``), ``lifecycle`` and
   ``settle`` (workers the harness did not write), ``_faketime`` (time in a child);
 - the store: ``trace`` (one JSON-lines file per case), ``_db`` (case databases: make, copy,
   snapshot, restore, drop), ``_scratch`` and ``_owner`` (work dirs, what a killed run left),
+  ``_room`` (a write the machine refused: the case unknown, never the worker's fault),
   ``_secrets`` (never print a secret), ``_raised`` (why a worker died by raising).
 
 The engine imports no subject (``harness.reference``, ``harness.mutants``): it finds them by

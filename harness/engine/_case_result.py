@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.engine._case import StepRecord
+from harness.engine._leftovers import Leftover
 from harness.engine.schedule import CaseSpec
 from harness.engine.supervisor import WorkerOutcome
 from harness.invariants import CheckResult, Status
@@ -78,6 +79,9 @@ class CaseResult:
     #: where this run's trace was written (its case dir's ``trace.jsonl``): a flaky case's
     #: runs each name their own
     trace: str | None = None
+    #: every process of the case that outlived its worker or the case, named and stopped
+    #: (``harness.engine._leftovers``): a would-be pass is then unknown
+    leftovers: list[Leftover] = field(default_factory=list)
 
     @property
     def all_landed(self) -> bool:
@@ -124,6 +128,7 @@ class CaseResult:
                 else {}
             ),
             **({"measured": list(RACE_MEASURED)} if self.spec.races else {}),
+            **({"leftovers": [p.to_json() for p in self.leftovers]} if self.leftovers else {}),
         }
 
     def run_json(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from harness.engine import _leftovers
 from harness.engine.supervisor import wait_readable
 from harness.errors import BadInputError
 
@@ -88,6 +89,7 @@ def start_job(
         finally:
             os._exit(code)
     os.close(write_fd)
+    _leftovers.HARNESS_PIDS.add(pid)  # the harness's own: never a worker's leftover
     return pid, read_fd
 
 

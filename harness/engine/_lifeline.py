@@ -30,10 +30,12 @@ class Lifelines:
 
     def __init__(self) -> None:
         self._watched: dict[int, tuple[str, int]] = {}  # pidfd -> (name, pid)
+        self._ever: set[int] = set()
 
     def watch(self, name: str, pid: int) -> None:
         """Watch ``pid`` (say ``name`` when it ends). A pid already gone fires at once."""
         self.forget(pid)
+        self._ever.add(pid)
         try:
             fd = os.pidfd_open(pid)
         except OSError:  # ended (and reaped) before it could be watched
@@ -47,6 +49,12 @@ class Lifelines:
                 del self._watched[fd]
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+    @property
+    def pids(self) -> set[int]:
+        """Every pid ever watched (the providers, a dead one until its status is read):
+        processes of the harness, never a worker's leftover."""
+        return set(self._ever)
 
     @property
     def fds(self) -> list[int]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
@@ -25,7 +26,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from fake_providers import FaultRule, ProviderProcess
 from harness.clock import SharedClock, start_for_seed
-from harness.engine import _db, _faketime, _far_side, _glue, _provider_watch, _scratch, _secrets
+from harness.engine import (
+    _db,
+    _faketime,
+    _far_side,
+    _glue,
+    _leftovers,
+    _provider_watch,
+    _room,
+    _scratch,
+    _secrets,
+)
 from harness.engine import credentials as credentials_mod
 from harness.engine import trace as trace_store
 from harness.engine._case import ANOMALIES, CaseContext, Landing, StepRecord
@@ -377,7 +388,11 @@ class Campaign:
                     providers=self.providers,
                     faults_by_provider=self.provider_faults,
                 )
-            except Exception:
+            except Exception as exc:
+                cannot = _room.cannot_write(exc)
+                if cannot is not None:  # the machine's failure, never the worker's
+                    self.supervisor.kill_live()
+                    return not_run(self.settings, case, cannot, ran=True)
                 providers = list(self.providers.values())
                 if _provider_watch.first_death(providers, grace_s=DEATH_GRACE_S) is None:
                     raise
@@ -530,6 +545,7 @@ def run_case(
         str(case_dir / trace_store.CLOCK_FILE), start=start_for_seed(settings.seed)
     )
     ctx: CaseContext | None = None
+    leftovers: list[_leftovers.Leftover] = []
     try:
         # A SQLite ledger is copied from a template made by the campaign's first case.
         _db.prepare_target(
@@ -655,6 +671,7 @@ def run_case(
                 with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
                     said = name if len(named) > 1 else None
                     ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name]), said))
+        leftovers = _case_leftovers(ctx, named)
         ctx.tear_down()
         presets = [specs[n].preset if n in specs else p.preset for n, p in named.items()]
         policy = Policy(
@@ -704,13 +721,22 @@ def run_case(
     if lost is not None:
         checks = _undecided(checks, lost, f"{lost} during the case", names=checks)
     checks = _after_doubt(checks, epoch, ctx.provider_doubts)
+    # the harness's own disk full at the end: whatever failed may be its doing, not the
+    # worker's (a ledger write refused for want of room): nothing in the case is decided
+    because = [] if lost is None else [f"{lost} during the case"]
+    full = _room.full(case_dir)
+    if full is not None:
+        because.append(full)
+        checks = _undecided(checks, full, full, names=checks)
+        ctx.notes.append(full)
     verdict = _verdict(
         checks,
         ctx.outcomes,
         ctx.steps,
         planned=len(case.steps),
-        lost=lost,
+        lost=lost or full,
         evidence_doubted=bool(ctx.provider_doubts),
+        left_behind=bool(leftovers),
     )
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
@@ -750,11 +776,12 @@ def run_case(
         timeline=timeline,
         step_records=list(ctx.steps),
         ledger=_given_ledger(settings, target),
-        undecided_because=None if lost is None else f"{lost} during the case",
+        undecided_because="; ".join(because) or None,
         by_provider=_by_provider(list(named), observation) if len(named) > 1 else {},
         fault_targets=fault_targets(observation.effects, several=len(named) > 1),
         seq_base=_seq_base(observation.effects, list(named) if len(named) > 1 else [""]),
         trace=str(ctx.trace_path),
+        leftovers=leftovers,
     )
 
 
@@ -809,6 +836,35 @@ def _case_rules(
         roster_may_change=any(s.fault == "roster_change" for s in case.steps),
         provider=provider,
     )
+
+
+def _case_leftovers(
+    ctx: CaseContext, named: dict[str, ProviderProcess]
+) -> list[_leftovers.Leftover]:
+    """Once every worker of the case has ended: what each left in its tree (named as it was
+    killed), and whatever of the case still runs now, found as an orphan handed to the
+    harness or by a connection it holds to a provider of the case; all of it stopped here,
+    before the next case opens (``harness.engine._leftovers``)."""
+    found = [p for o in ctx.outcomes for p in o.left]
+    supervisor = ctx.supervisor
+    if supervisor.live_pids:  # a worker the case could not end: not a leftover, an anomaly
+        return found
+    now = supervisor.escaped("outlived its case (an orphan of its workers)")
+    ports: dict[int, str] = {}
+    for name, each in named.items():
+        port = urlsplit(each.url).port
+        if port is not None:
+            ports[port] = name
+        if each.smtp_port is not None:
+            ports[each.smtp_port] = name
+    known = supervisor.known_pids() | {p.pid for p in named.values()}
+    for pid, held in _leftovers.clients(ports, known).items():
+        said = "outlived its case, holding " + ", ".join(held)
+        now[pid] = f"{now[pid]}, holding {', '.join(held)}" if pid in now else said
+    stopped = _leftovers.collect(now)
+    for left in stopped:
+        ctx.record("leftover", leftover_pid=left.pid, command=left.command, held=left.held)
+    return found + stopped
 
 
 def _per_provider(
@@ -872,8 +928,29 @@ def _drive(ctx: CaseContext, case: CaseSpec) -> None:
     ctx.finish()
 
 
-def not_run(settings: CampaignSettings, case: CaseSpec, why: str) -> CaseResult:
-    """A case the campaign could not run (its provider is gone): unknown, never a pass."""
+def not_run(
+    settings: CampaignSettings, case: CaseSpec, why: str, *, ran: bool = False
+) -> CaseResult:
+    """A case the campaign could not run (its provider is gone), or gave up (``ran``: the
+    harness could not write): unknown, never a pass."""
+    if ran:
+        return CaseResult(
+            spec=case,
+            verdict=Status.UNKNOWN,
+            invariants={},
+            workers=[],
+            intended=0,
+            accepted=0,
+            reached={},
+            crash_fired=False,
+            notes=[f"given up: {why}"],
+            duration_s=0.0,
+            replay=replay_command(settings, case),
+            step_records=[
+                StepRecord(str(s), Landing.NOT_RUN, f"given up: {why}") for s in case.steps
+            ],
+            undecided_because=why,
+        )
     return CaseResult(
         spec=case,
         verdict=Status.UNKNOWN,
@@ -1180,12 +1257,15 @@ def _verdict(
     planned: int = 0,
     lost: str | None = None,
     evidence_doubted: bool = False,
+    left_behind: bool = False,
 ) -> Status:
     """The case's verdict: a broken invariant first, then a case whose provider was lost
     (undecided, whatever its steps did), then a planned step that did not land (a gap: never
     a pass), then anything undecided, then pass. ``evidence_doubted`` (the provider's epoch or
     log was changed by someone other than the harness) makes a would-be pass undecided: a
-    failure judged on the case's epoch still stands."""
+    failure judged on the case's epoch still stands. ``left_behind`` (a process of the case
+    outlived its worker or the case, ``_leftovers``) makes a would-be pass undecided too:
+    what it did after is not known; it is never a failure on that ground alone."""
     if any(c.status is Status.FAIL for c in checks.values()):
         return Status.FAIL
     if lost is not None:
@@ -1196,6 +1276,8 @@ def _verdict(
         return Status.GAP
     undecided = [c for c in checks.values() if looks.look(c) == "undecided"]
     if any(o.kind in ANOMALIES for o in outcomes) or undecided or evidence_doubted:
+        return Status.UNKNOWN
+    if left_behind:
         return Status.UNKNOWN
     return Status.PASS
 

@@ -11,7 +11,9 @@ re-read report gets the same answer as the run that wrote it. The rule, in order
    missed a (boundary, hit) pair its dry run reached. A gap is never a pass, whatever else
    held, because the case proves nothing about the step that did not happen;
 3. **inconclusive** (exit 3): a worker died or hung on its own, a checker could not decide
-   an expected invariant, a rerun disagreed, a case was flaky, or cases are missing;
+   an expected invariant, a rerun disagreed, a case was flaky, cases are missing, a process
+   of a case outlived its worker or the case (``harness.engine._leftovers``), or the
+   harness could not write (its disk full: ``harness.engine._room``);
 
 A flaky case (its runs of one seed gave different verdicts: a replay within the run, or the
 determinism sample's rerun) is never a pass. When one of its runs failed, that failure stands:
@@ -227,6 +229,11 @@ def _undecided(cases: Sequence[Mapping[str, Any]], held: set[str] | None) -> lis
         elif anomalies:
             how = ", ".join(f"{w['worker']} {w['outcome']}" for w in anomalies)
             lines.append(f"{case['id']}: {how}")
+        elif left := case.get("leftovers"):
+            lines.append(
+                f"{case['id']}: {len(left)} process(es) of it outlived their worker or the case"
+                " (stopped; what they did after is not known)"
+            )
         elif starved := [n for n in unsure if _STARVED in str(case["invariants"][n]["summary"])]:
             lines.append(f"{case['id']}: {_STARVED} ({', '.join(starved)})")
         elif unsure:

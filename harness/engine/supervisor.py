@@ -44,7 +44,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.engine import _born, _boundary, _keeper, _secrets, _tree, trace
+from harness.engine import _born, _boundary, _keeper, _leftovers, _secrets, _tree, trace
 from harness.engine._boundary import Arm
 from harness.engine._lifeline import Lifelines
 from harness.engine._tree import ProcessTree
@@ -101,6 +101,9 @@ class WorkerOutcome:
     stack_dump: str | None = None
     #: processes of the worker still alive when its first process ended (killed then)
     stragglers: int = 0
+    #: each of them named: pid, command line, what tied it to the worker
+    #: (``harness.engine._leftovers``), escaped ones (out of its cgroup) included
+    left: list[_leftovers.Leftover] = field(default_factory=list)
     #: why the death was classified as it was, when that is not plain from the kind (an
     #: unplanned SIGKILL whose crash line matched no arm)
     note: str | None = None
@@ -128,6 +131,7 @@ class WorkerOutcome:
             "stderr_tail": self.stderr_tail,
             "stack_dump": self.stack_dump,
             "stragglers": self.stragglers,
+            **({"left": [p.to_json() for p in self.left]} if self.left else {}),
             "note": self.note,
         }
 
@@ -272,11 +276,47 @@ class Supervisor:
         #: processes the workers cannot do without (the provider): every wait for a worker
         #: also watches these, and raises ``LifelineCut`` the moment one ends
         self.lifelines = Lifelines()
+        #: the process that made itself the orphans' reaper (``_leftovers``), and the
+        #: children it had before: neither kind is a worker's leftover
+        self._reaper: int | None = None
+        self._before: set[int] = set()
 
     @property
     def tree_mode(self) -> str:
         """``cgroup`` when each worker gets its own cgroup, ``walk`` when /proc is walked."""
         return "cgroup" if self._cgroups() is not None else "walk"
+
+    def _adopt_orphans(self) -> None:
+        """Once per process that starts workers (a forked job is another): be the reaper of
+        their orphans, so a daemon that left its cgroup is still the harness's child."""
+        if self._reaper == os.getpid():
+            return
+        self._reaper = os.getpid()
+        self._before = {pid for pid, _ in _leftovers.children()}
+        _leftovers.become_subreaper()
+
+    def known_pids(self) -> set[int]:
+        """Every process this supervisor made or was given on purpose (live workers, their
+        keepers, the guard, the providers it watches, children it had before): none of them
+        is a leftover."""
+        known = set(self._live) | self._before | self.lifelines.pids
+        known |= {w.keeper.pid for w in self._live.values() if w.keeper is not None}
+        if self._guard is not None:
+            known.add(self._guard.pid)
+        return known
+
+    def escaped(self, held: str) -> dict[int, str]:
+        """Processes handed to the harness as orphans that are in no live worker's tree:
+        they left their worker's cgroup (or it had none). pid -> ``held``."""
+        known = self.known_pids()
+        found = _leftovers.adopted(known, ())
+        if found:  # only then is every live tree walked
+            inside: set[int] = set()
+            for worker in self._live.values():
+                if worker.tree is not None:
+                    inside |= worker.tree.members()
+            found -= inside
+        return dict.fromkeys(found, held)
 
     def _cgroups(self) -> str | None:
         if not self._cgroup_checked:
@@ -343,6 +383,7 @@ class Supervisor:
         (``harness.engine._hooks``)."""
         arms = list(arms or [])
         logdir = logdir or self.workdir
+        self._adopt_orphans()
         stdout_path = logdir / f"{name}.stdout"
         stderr_path = logdir / f"{name}.stderr"
         parent = os.getpid()
@@ -510,7 +551,7 @@ class Supervisor:
             events = trace.read(trace_path) if os.WIFSIGNALED(status) else []
             if worker.tree is not None and worker.tree.cgroup is None:
                 _await_killers(worker, events)
-            stragglers = self._end_tree(worker)
+            left = self._end_tree(worker)
             self._let_go(worker)
             self._live.pop(worker.pid, None)  # reaped; on an interrupt kill_all still owns it
             worker.ended = True
@@ -519,7 +560,8 @@ class Supervisor:
             os.close(pidfd)
         ended = time.time()
         outcome = self._classify(worker, status, events, ended, stack_dump)
-        outcome.stragglers = stragglers
+        outcome.stragglers = len(left)
+        outcome.left = left
         trace.append(
             trace_path,
             event="exit",
@@ -673,25 +715,41 @@ class Supervisor:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.pid, signal.SIGKILL)
 
-    def _end_tree(self, worker: RunningWorker) -> int:
-        """After the worker's first process is reaped: kill what is left, drop its cgroup.
+    def _end_tree(self, worker: RunningWorker) -> list[_leftovers.Leftover]:
+        """After the worker's first process is reaped: kill what is left, drop its cgroup;
+        each process killed is named (``_leftovers.Leftover``), one that escaped the tree
+        (out of its cgroup, handed to the harness as an orphan) too.
 
         A worker whose first process was killed under it (crash scope ``parent``) leaves a
         child at work: its orphans get ``ORPHAN_GRACE_S`` to finish and exit on their own,
         as they would on a machine where only the parent died."""
         if worker.tree is None:
-            return 0
+            return []
         tree = worker.tree
         if any(a.scope == "parent" for a in worker.arms) and (tree.cgroup or tree.keeper):
             tree.wait_empty(ORPHAN_GRACE_S)
         remaining = worker.tree.members() - {worker.pid}
         left = {pid for pid in remaining if not _tree.dying(pid)}
+        named = {pid: _leftovers.command_of(pid) for pid in left}
         if remaining:
             worker.tree.kill()
         if worker.tree.cgroup is not None:
             worker.tree.wait_empty(DUMP_GRACE_S)
             _tree.remove_cgroup(worker.tree.cgroup)
-        return len(left)
+        out = [
+            _leftovers.Leftover(
+                pid,
+                named[pid],
+                f"of worker {worker.name} was still running after its first process ended",
+                _tree.dying(pid),
+            )
+            for pid in sorted(left)
+        ]
+        out += _leftovers.collect(
+            self.escaped(f"left worker {worker.name}'s process tree (its cgroup) and outlived it")
+        )
+        _leftovers.reap_adopted(self.known_pids())
+        return out
 
     def stop(
         self,
@@ -856,6 +914,19 @@ class Supervisor:
 
     def kill_all(self) -> None:
         """SIGKILL every process group this supervisor started and reap it."""
+        self.kill_live()
+        # a forked job process inherits this object; only the creator removes the directory
+        if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():
+            _tree.remove_cgroup(self._cgroup_parent)
+            _stop_guard(self._guard)
+            self._guard = None
+        if self._reaper == os.getpid():
+            _leftovers.become_subreaper(on=False)
+            self._reaper = None
+
+    def kill_live(self) -> None:
+        """SIGKILL every worker still running (a case the harness must give up) and reap it;
+        the supervisor can start workers again after."""
         for pid in list(self._live):
             worker = self._live.get(pid)
             if worker is not None:
@@ -874,11 +945,6 @@ class Supervisor:
                 self._end_tree(worker)
                 self._let_go(worker)
                 worker.close_pipes()
-        # a forked job process inherits this object; only the creator removes the directory
-        if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():
-            _tree.remove_cgroup(self._cgroup_parent)
-            _stop_guard(self._guard)
-            self._guard = None
 
 
 def _await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> None:

@@ -135,19 +135,31 @@ def workers_line(case: Mapping[str, Any]) -> str:
 
 
 def straggler_lines(report: Mapping[str, Any]) -> list[str]:
-    """One sentence per worker that left processes running after its first process ended
-    (each was killed then). Every format shows them, passing cases included: a worker whose
-    daemon outlives it would outlive a real deployment's restart too."""
+    """One sentence per process of a case that outlived its worker or the case (each was
+    stopped then), naming its pid, command line and what it held. Every format shows them:
+    a worker whose daemon outlives it would outlive a real deployment's restart too, and
+    the case cannot pass."""
     return [line for case in report["cases"] for line in case_straggler_lines(case)]
 
 
 def case_straggler_lines(case: Mapping[str, Any]) -> list[str]:
+    """A case's leftovers (``leftovers``), or for a report written before they were named,
+    its workers' straggler counts."""
+    named = case.get("leftovers")
+    if named:
+        return [f"{case['id']}: {leftover_sentence(p)}" for p in named]
     return [
         f"{case['id']}: worker {w['worker']} (pid {w['pid']}) left {w['stragglers']}"
         " process(es) running after it ended; the harness killed them"
         for w in case.get("workers", [])
         if w.get("stragglers")
     ]
+
+
+def leftover_sentence(left: Mapping[str, Any]) -> str:
+    """``pid 41 (python -m app) of worker w1 was still running ...; the harness killed it``."""
+    fate = "the harness killed it" if left.get("stopped") else "the harness could NOT kill it"
+    return f"pid {left['pid']} ({left['command']}) {left['held']}; {fate}"
 
 
 #: how a case note that carries the provider's own reasons starts

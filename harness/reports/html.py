@@ -156,7 +156,7 @@ def render_html(
     if left:
         parts.append(
             f'<div class="stragglers"><b>⚠ Stragglers ({len(left)})</b>: processes that'
-            " outlived their worker<ul>"
+            " outlived their worker or case (their case cannot pass)<ul>"
             + "".join(f"<li>{escape(line)}</li>" for line in left)
             + "</ul></div>"
         )

@@ -81,7 +81,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += [" · ".join(meta), ""]
     left = straggler_lines(report)
     if left:
-        lines += [f"⚠️ **Stragglers ({len(left)})**: processes that outlived their worker", ""]
+        lines += [
+            f"⚠️ **Stragglers ({len(left)})**: processes that outlived their worker or case"
+            " (their case cannot pass)",
+            "",
+        ]
         lines += [f"- {_cell(line)}" for line in left[:MAX_STRAGGLERS]]
         if len(left) > MAX_STRAGGLERS:
             lines.append(f"- … and {len(left) - MAX_STRAGGLERS} more (report.json)")
