@@ -59,6 +59,9 @@ HARNESS_LIVENESS_GRACE_S = 0.5
 #: how long a case waits, once its workers are done, for the provider to answer or drop every
 #: request of the case's epoch (a held reply) before it is observed
 DRAIN_TIMEOUT_S = 10.0
+#: the longest one server-side drain wait lasts before the providers' heartbeats are looked
+#: at again (a stopped provider answers no drain: its read time-out is this plus a margin)
+DRAIN_SLICE_S = 2.0
 #: how long a failed call to the provider waits to see its process end
 DEATH_GRACE_S = _provider_watch.DEATH_GRACE_S
 #: how often a case is opened on a provider that dies as it opens, before it is given up
@@ -376,7 +379,7 @@ class Campaign:
                 )
             except Exception:
                 providers = list(self.providers.values())
-                if _provider_watch.first_death(providers, grace_s=DEATH_GRACE_S) is None:
+                if _provider_watch.first_loss(providers, grace_s=DEATH_GRACE_S) is None:
                     raise
                 continue
             result.notes[:0] = notes
@@ -387,15 +390,18 @@ class Campaign:
         return not_run(self.settings, case, f"{name} died {OPENING_ATTEMPTS} times as it opened")
 
     def _revive_provider(self) -> str | None:
-        """If a provider is found dead before a case, restart it (a note for that case),
-        or record that it is gone for good."""
+        """If a provider is found dead, stopped or hung before a case, restart it (a note for
+        that case), or record that it is gone for good."""
         assert self.provider is not None
         assert self.supervisor is not None
         said: list[str] = []
         for provider in self.providers.values():
-            if self.provider_gone is not None or provider.running:
+            if self.provider_gone is not None:
                 continue
-            lost = _provider_watch.death(provider) or _provider_watch.name_of(provider)
+            lost = _provider_watch.death(provider) or _provider_watch.stall(provider, settle=True)
+            if lost is None and provider.running:
+                continue
+            lost = lost or _provider_watch.name_of(provider)
             failed = _provider_watch.revive(provider, self.supervisor)
             if failed is not None:
                 self.provider_gone = f"{lost} and could not be restarted ({failed})"
@@ -631,21 +637,26 @@ def run_case(
             for name, opened in epochs.items():
                 ctx.record("provider_epoch", epoch=opened, provider=name)
         every = list(named.values())
+        found: tuple[str, ProviderProcess] | None
         try:
             _drive(ctx, case)
             for name, each in named.items():
-                _drain(ctx, each, epochs[name])
-        except Exception as exc:  # a worker wait saw the provider end, or a call to it failed
-            lost = _provider_watch.first_death(
+                _drain(ctx, each, epochs[name], every)
+        except Exception as exc:  # a worker wait saw the provider end or stop answering, or
+            # a call to it failed
+            found = _provider_watch.first_loss(
                 every, grace_s=0 if isinstance(exc, LifelineCut) else DEATH_GRACE_S
             )
-            if lost is None:
+            if isinstance(exc, LifelineCut) and exc.how is not None:
+                cut = next((p for p in every if p.running and p.pid == exc.pid), None)
+                found = (exc.how, cut) if cut is not None and found is None else found
+            if found is None:
                 raise
-        else:  # it may have died once the workers were done (the drain could not reach it)
-            lost = _provider_watch.first_death(every)
-        if lost is not None:
-            dead = next((p for p in every if not p.running), provider)
-            _provider_watch.abandon(ctx, case, lost, dead)
+        else:  # it may have died or stopped once the workers were done
+            found = _provider_watch.first_loss(every)
+        lost = None if found is None else found[0]
+        if found is not None:
+            _provider_watch.abandon(ctx, case, found[0], found[1])
         else:
             for name, each in named.items():
                 _check_epoch(ctx, each, epochs[name])
@@ -905,21 +916,39 @@ def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> Non
         )
 
 
-def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
+def _drain(
+    ctx: CaseContext,
+    provider: ProviderProcess,
+    epoch: int,
+    every: list[ProviderProcess] | None = None,
+) -> None:
     """A case ends when the provider has answered or dropped every request of its epoch.
 
     With every worker reaped, no sender of the epoch is left to receive a reply the provider
     still holds after processing (a ``provider_slow`` past the worker's timeout): the drain
     says so and those replies go at once, instead of the case waiting out the rest of the
     hold. Their effects are in the log already; a request held *before* processing
-    (``provider_hold``) is still waited for, as its effect lands when the hold ends."""
-    try:
-        drained = provider.admin.drain(
-            epoch, timeout_s=DRAIN_TIMEOUT_S, senders_gone=not ctx.supervisor.live_pids
-        )
-    except Exception as exc:  # the provider is gone: its log says what it saw
-        ctx.notes.append(f"provider drain of epoch {epoch} failed: {exc}")
-        return
+    (``provider_hold``) is still waited for, as its effect lands when the hold ends.
+
+    The wait is made in server-side slices of ``DRAIN_SLICE_S``, and the providers'
+    heartbeats are looked at before each: a provider that stopped answering is lost within
+    a slice (``ProviderStalled``), never after the whole drain's read time-out."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while True:
+        _stalled(every or [provider])
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            drained = provider.admin.drain(
+                epoch,
+                timeout_s=min(left, DRAIN_SLICE_S),
+                senders_gone=not ctx.supervisor.live_pids,
+            )
+        except Exception as exc:  # the provider is gone: its log says what it saw
+            _stalled(every or [provider])
+            ctx.notes.append(f"provider drain of epoch {epoch} failed: {exc}")
+            return
+        if drained.get("drained") or left <= DRAIN_SLICE_S:
+            break
     if drained.get("waited_for") or not drained.get("drained"):
         ctx.record(
             "provider_drain",
@@ -935,6 +964,18 @@ def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
             f"{len(drained.get('in_flight') or ())} request(s) of epoch {epoch} in flight "
             "(refused when their hold ends, never counted in another case)"
         )
+
+
+class ProviderStalled(Exception):
+    """A provider stopped answering while the harness talked to it (``_stalled``)."""
+
+
+def _stalled(providers: list[ProviderProcess]) -> None:
+    """``ProviderStalled`` if any of ``providers`` is stopped or hung (its heartbeat)."""
+    for provider in providers:
+        how = _provider_watch.stall(provider)
+        if how is not None:
+            raise ProviderStalled(how)
 
 
 def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:
