@@ -33,11 +33,16 @@ _REF = resolve("reference")
 STALL_REPORT_ENV = "CH_TEST_STALL_REPORT"
 
 
+#: how far up the worker looks for the harness (its parent, or a keeper's parent)
+_UP = 3
+
+
 def _ancestors() -> list[int]:
-    """This process's parent, grandparent, ... up to (not including) pid 1."""
+    """This process's parent, grandparent, ... (``_UP`` of them, never pid 1): the harness
+    that started the provider is one of them, and nothing further up is this run's."""
     found: list[int] = []
     pid = os.getppid()
-    while pid > 1 and pid not in found:
+    while pid > 1 and pid not in found and len(found) < _UP:
         found.append(pid)
         pid = _ppid(pid)
     return found
@@ -56,13 +61,14 @@ def _ppid(pid: int) -> int:
 
 def _is_provider(pid: int) -> bool:
     """A fake provider: forked from the harness it is named ``fp:PRESET``
-    (``/proc/<pid>/comm``); started as a new interpreter its command line says so."""
+    (``/proc/<pid>/comm``); started as a new interpreter its argv is ``... -m fake_providers
+    serve ...`` (whole words: a shell whose script mentions it is no provider)."""
     try:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return comm.startswith("fp:") or b"fake_providers" in cmdline
+    return comm.startswith("fp:") or (b"fake_providers" in argv and b"serve" in argv)
 
 
 def find_providers() -> list[int]:

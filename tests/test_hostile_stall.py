@@ -115,6 +115,8 @@ def test_a_worker_that_sigstops_its_provider_gets_unknown_and_the_next_case_pass
     code, printed, report, marker = _run(tmp_path, argv, {STALL_REPORT_ENV: str(stall_report)})
     (stopped,) = json.loads(stall_report.read_text())["pids"]  # it found the provider
     _assert_stopped_case_then_pass(code, printed, report, stopped, marker)
+    # ended by the harness for its provider, while it still ran: not done, not hung
+    assert [w["outcome"] for w in report["cases"][0]["workers"]] == ["stopped"]
 
 
 def _providers(marker: str) -> list[int]:
@@ -196,7 +198,6 @@ def test_a_provider_holding_a_reply_for_the_harness_is_no_stall(tmp_path: Path) 
     """A far-side hold (the harness's own doing) keeps one request unanswered, not the
     serving loop: a wait longer than the hung limit, with the reply held all along, is not
     cut, and the provider still answers."""
-    trace = tmp_path / "trace.jsonl"
     with (
         ProviderProcess.start(log_path=tmp_path / "effects.sqlite") as provider,
         Supervisor(workdir=tmp_path) as sup,

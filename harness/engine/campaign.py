@@ -654,15 +654,14 @@ def run_case(
                 raise
         else:  # it may have died or stopped once the workers were done
             found = _provider_watch.first_loss(every)
+        if found is None:
+            try:
+                _after_the_case(ctx, named, epochs)
+            except ProviderStalled:  # it stopped answering as the case was read
+                found = _provider_watch.first_loss(every)
         lost = None if found is None else found[0]
         if found is not None:
             _provider_watch.abandon(ctx, case, found[0], found[1])
-        else:
-            for name, each in named.items():
-                _check_epoch(ctx, each, epochs[name])
-                with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
-                    said = name if len(named) > 1 else None
-                    ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name]), said))
         ctx.tear_down()
         presets = [specs[n].preset if n in specs else p.preset for n, p in named.items()]
         policy = Policy(
@@ -884,7 +883,12 @@ def epoch_url(url: str, epoch: int) -> str:
     return f"{url.rstrip('/')}/epoch/{epoch}"
 
 
-def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
+def _check_epoch(
+    ctx: CaseContext,
+    provider: ProviderProcess,
+    epoch: int,
+    every: list[ProviderProcess] | None = None,
+) -> None:
     """The provider must still be in the epoch the harness opened for the case, and the log
     file must hold exactly what the provider wrote in it. Epochs only grow and only the
     harness resets them, so a newer one means someone else (a worker that found the admin
@@ -895,6 +899,7 @@ def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> Non
     try:
         audit = provider.admin.audit(epoch)
     except Exception as exc:  # the provider is gone: nothing shows a change
+        _stalled(every or [provider])  # or it stopped answering: the case is lost with it
         ctx.notes.append(f"provider epoch {epoch} could not be audited after the case: {exc}")
         return
     current = int(audit.get("current_epoch", epoch))
@@ -964,6 +969,22 @@ def _drain(
             f"{len(drained.get('in_flight') or ())} request(s) of epoch {epoch} in flight "
             "(refused when their hold ends, never counted in another case)"
         )
+
+
+def _after_the_case(
+    ctx: CaseContext, named: dict[str, ProviderProcess], epochs: dict[str, int]
+) -> None:
+    """Each provider's audit of the case's epoch, and its reasons for what it refused, as
+    notes; ``ProviderStalled`` if a call failed because a provider stopped answering."""
+    every = list(named.values())
+    for name, each in named.items():
+        _stalled(every)
+        _check_epoch(ctx, each, epochs[name], every)
+        try:
+            said = name if len(named) > 1 else None
+            ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name]), said))
+        except Exception:  # the notes are a courtesy, never a verdict
+            _stalled(every)
 
 
 class ProviderStalled(Exception):
