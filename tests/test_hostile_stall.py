@@ -30,6 +30,7 @@ import pytest
 import requests
 
 from fake_providers import ProviderProcess
+from fake_providers._heartbeat import Listener
 from harness import systems
 from harness.engine import _provider_watch
 from harness.engine._lifeline import LifelineCut
@@ -253,3 +254,30 @@ def test_a_provider_stopped_between_cases_is_killed_and_restarted_on_its_log(
     assert "before this case; restarted on its log" in second.notes[0]
     assert _state(old) is None
     assert sum(1 for e in logged if e.accepted) == first.accepted + second.accepted
+
+
+def test_a_provider_whose_loop_stops_beating_while_it_runs_is_lost_as_hung(
+    tmp_path: Path,
+) -> None:
+    """Not stopped, but its serving loop silent (stuck): after the hung limit a wait ends
+    with LifelineCut naming the provider as hung and its process state, never stopped. The
+    loop's beats are cut by reading them from a pipe nobody writes to."""
+    with (
+        ProviderProcess.start(log_path=tmp_path / "effects.sqlite") as provider,
+        Supervisor(workdir=tmp_path) as sup,
+    ):
+        silent_r, silent_w = os.pipe()
+        beating = provider._heartbeat
+        try:
+            provider._heartbeat = Listener(silent_r)  # the loop beats into the old pipe, unread
+            _provider_watch.watch(provider, sup)
+            with pytest.raises(LifelineCut) as cut:
+                sup.pause(120)
+            said = str(cut.value)
+            assert f"provider payments (pid {provider.pid}) hung (not answering" in said, said
+            assert "stopped" not in said, said
+            assert provider.admin.health()["ok"]  # it runs: only its beats went unheard
+        finally:
+            os.close(silent_w)
+            if beating is not None:
+                beating.close()
