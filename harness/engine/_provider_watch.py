@@ -13,8 +13,8 @@ time-outs, and a harness that waited for those would sit through a minute of the
 provider beats on a pipe only the harness reads (``fake_providers._heartbeat``), and the
 same waits look at it between slices (``stall``): a provider whose process is stopped and
 silent for ``STOPPED_AFTER_S``, or silent for ``HUNG_AFTER_S`` however it looks, is lost as a
-dead one is, named with what was seen (``provider payments (pid 12) stopped (SIGSTOP) 1.2 s
-after its last sign of life``), and killed before it is restarted. A reply the harness
+dead one is, named with what was seen (``provider payments (pid 12) stopped (SIGSTOP), silent for
+1.2 s``: since its last heartbeat), and killed before it is restarted. A reply the harness
 itself holds (``provider_hold``/``slow`` faults, far-side holds) holds one request, never
 the serving loop, so it is never taken for a stall.
 
@@ -78,8 +78,8 @@ def watch(provider: ProviderProcess, supervisor: Supervisor) -> None:
 
 
 def stall(provider: ProviderProcess, *, settle: bool = False) -> str | None:
-    """``"provider payments (pid 12) stopped (SIGSTOP) 1.2 s after its last sign of life"``
-    if the provider runs but has stopped answering (see the module), else None.
+    """``"provider payments (pid 12) stopped (SIGSTOP), silent for 1.2 s"`` (since its last
+    heartbeat) if the provider runs but has stopped answering (see the module), else None.
 
     ``settle``: a provider found stopped but not yet silent for ``STOPPED_AFTER_S`` is
     given the rest of that time to beat again, here, instead of being let through to a
@@ -103,9 +103,7 @@ def stall(provider: ProviderProcess, *, settle: bool = False) -> str | None:
         how = f"hung (not answering; its process is in state {state or '?'})"
     else:
         return None
-    return (
-        f"{name_of(provider)} (pid {provider.pid}) {how} {silent:.1f} s after its last sign of life"
-    )
+    return f"{name_of(provider)} (pid {provider.pid}) {how}, silent for {silent:.1f} s"
 
 
 def process_state(pid: int) -> str | None:
