@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -281,3 +282,28 @@ def test_a_provider_whose_loop_stops_beating_while_it_runs_is_lost_as_hung(
             os.close(silent_w)
             if beating is not None:
                 beating.close()
+
+
+@pytest.mark.parametrize("started", ["forked", "new interpreter"])
+def test_a_provider_beats_however_it_was_started_and_a_stop_is_named_by_its_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: str
+) -> None:
+    """Forked from the caller or a new interpreter (``--heartbeat-fd`` either way): it beats,
+    a SIGSTOP is named as such once it is silent, and a SIGCONT makes it a provider again."""
+    if started == "new interpreter":
+        monkeypatch.setenv("FAKE_PROVIDERS_NO_FORK", "1")
+    with ProviderProcess.start(log_path=tmp_path / "effects.sqlite") as provider:
+        beat = provider.heartbeat_fd
+        assert beat is not None
+        assert select.select([beat], [], [], 60)[0]  # a beat came
+        assert _provider_watch.stall(provider) is None
+        os.kill(provider.pid, signal.SIGSTOP)
+        try:
+            said = _provider_watch.stall(provider, settle=True)  # waits out the stopped limit
+            assert said is not None
+            assert said.startswith(f"provider payments (pid {provider.pid}) stopped (SIGSTOP)")
+        finally:
+            os.kill(provider.pid, signal.SIGCONT)
+        assert select.select([beat], [], [], 60)[0]  # beating again
+        assert _provider_watch.stall(provider) is None
+        assert provider.admin.health()["ok"]
