@@ -31,6 +31,8 @@ _REF = resolve("reference")
 #: env var naming a file: the first STOPS_PROVIDER incarnation of a campaign creates it and
 #: writes what it stopped (``{"pid", "stopped_at"}``); later incarnations are the reference
 STALL_REPORT_ENV = "CH_TEST_STALL_REPORT"
+#: env var: after how many sends of its own the worker stops the provider (1: its first)
+STALL_AFTER_ENV = "CH_TEST_STALL_AFTER"
 
 
 #: how far up the worker looks for the harness (its parent, or a keeper's parent)
@@ -84,20 +86,24 @@ def find_providers() -> list[int]:
 
 
 def _stops_provider(config: WorkerConfig) -> None:
-    """The reference, except that the campaign's first incarnation, once its first message
-    is accepted, SIGSTOPs every provider it can find and goes on with the rest of its work
-    (each further send then waits out its read time-out)."""
+    """The reference, except that the campaign's first incarnation, once its first send
+    (its ``CH_TEST_STALL_AFTER``-th) is answered, SIGSTOPs every provider it can find and
+    goes on with the rest of its work (each further send then waits out its read time-out)."""
     report = Path(os.environ[STALL_REPORT_ENV])
     if report.exists():
         _REF.main(config)
         return
 
+    after = int(os.environ.get(STALL_AFTER_ENV, "1"))
+
     class Stopper(ReferenceWorker):
         stopped = False
+        attempts = 0
 
         def attempt(self, claim: Claim) -> None:
             super().attempt(claim)
-            if not Stopper.stopped:
+            Stopper.attempts += 1
+            if not Stopper.stopped and Stopper.attempts >= after:
                 Stopper.stopped = True
                 pids = find_providers()
                 said: dict[str, Any] = {"pids": pids, "stopped_at": time.time()}

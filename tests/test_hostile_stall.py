@@ -22,6 +22,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from pathlib import Path
@@ -29,6 +30,8 @@ from typing import Any
 
 import pytest
 import requests
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fake_providers import ProviderProcess
 from fake_providers._heartbeat import Listener
@@ -38,7 +41,7 @@ from harness.engine._lifeline import LifelineCut
 from harness.engine.campaign import Campaign, CampaignSettings, CaseSpec
 from harness.engine.supervisor import Supervisor
 from harness.invariants import Status
-from tests._hostile_stall import STALL_REPORT_ENV
+from tests._hostile_stall import STALL_AFTER_ENV, STALL_REPORT_ENV
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,3 +310,36 @@ def test_a_provider_beats_however_it_was_started_and_a_stop_is_named_by_its_sign
         assert select.select([beat], [], [], 60)[0]  # beating again
         assert _provider_watch.stall(provider) is None
         assert provider.admin.health()["ok"]
+
+
+#: CI's bounded sample; ``make fuzz`` sets more
+EXAMPLES = int(os.environ.get("CRASH_HARNESS_RUN_FUZZ_EXAMPLES", "3"))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=False)
+@given(
+    after=st.integers(min_value=1, max_value=5),
+    case=st.sampled_from(["baseline", "crash@after_claim#1", "provider_5xx:2", "provider_hold"]),
+)
+def test_a_provider_stopped_after_any_send_in_any_case_is_never_a_pass(
+    after: int, case: str
+) -> None:
+    """Fuzzed: the hostile worker stops the provider after its ``after``-th send, in a
+    baseline, a crash, a provider-fault or a harness-held-reply case: that case is unknown
+    naming the provider, never a pass nor a failure, and the next case passes against the
+    restarted provider."""
+    with tempfile.TemporaryDirectory(prefix="stall-fuzz-") as tmp:
+        where = Path(tmp)
+        stall_report = where / "stall.json"
+        argv = ["certify", "--system", "tests._hostile_stall:STOPS_PROVIDER", "--seed", "1"]
+        argv += [
+            "--case",
+            case,
+            "--case",
+            "baseline" if case != "baseline" else "crash@after_claim#1",
+        ]
+        env = {STALL_REPORT_ENV: str(stall_report), STALL_AFTER_ENV: str(after)}
+        code, printed, report, marker = _run(where, argv, env)
+        assert stall_report.exists(), printed  # some incarnation made its after-th send
+        (stopped,) = json.loads(stall_report.read_text())["pids"]
+        _assert_stopped_case_then_pass(code, printed, report, stopped, marker)
