@@ -52,6 +52,12 @@ def _state(pid: int) -> str | None:
     return _provider_watch.process_state(pid)
 
 
+def _stopped(child: int) -> None:
+    """Wait until ``child`` (a process this one started) is stopped: a SIGSTOP lands when
+    the kernel next schedules it, not when ``kill`` returns (``waitid``, no polling)."""
+    os.waitid(os.P_PID, child, os.WSTOPPED | os.WNOWAIT)
+
+
 def _run(
     tmp_path: Path, argv: list[str], env: dict[str, str], *, during: Any = None
 ) -> tuple[int, str, dict[str, Any], str]:
@@ -249,6 +255,7 @@ def test_a_provider_stopped_between_cases_is_killed_and_restarted_on_its_log(
         first = campaign.run(CaseSpec())
         old = campaign.provider.pid
         os.kill(old, signal.SIGSTOP)
+        _stopped(old)
         second = campaign.run(CaseSpec.parse("crash@after_claim#1"))
         logged = campaign.provider.admin.effects(epoch="all")
         assert campaign.provider.pid != old
@@ -302,6 +309,7 @@ def test_a_provider_beats_however_it_was_started_and_a_stop_is_named_by_its_sign
         assert _provider_watch.stall(provider) is None
         os.kill(provider.pid, signal.SIGSTOP)
         try:
+            _stopped(provider.pid)
             said = _provider_watch.stall(provider, settle=True)  # waits out the stopped limit
             assert said is not None
             assert said.startswith(f"provider payments (pid {provider.pid}) stopped (SIGSTOP)")
