@@ -91,7 +91,8 @@ def stall(provider: ProviderProcess, *, settle: bool = False) -> str | None:
     state = process_state(provider.pid) if settle and silent < STOPPED_AFTER_S else None
     beat = provider.heartbeat_fd
     if state in ("T", "t") and beat is not None:
-        wait_readable([beat], STOPPED_AFTER_S - silent)
+        # a hair past the limit: the wait counts whole milliseconds, rounded down
+        wait_readable([beat], STOPPED_AFTER_S - silent + 0.05)
         heard = provider.heard() or heard
         silent = time.monotonic() - heard
     if silent < STOPPED_AFTER_S:
