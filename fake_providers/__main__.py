@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FD",
         help="read the credentials and admin token from this inherited pipe (one JSON line)",
     )
+    serve.add_argument(
+        "--heartbeat-fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="beat on this inherited pipe while serving (how a harness tells a stopped provider)",
+    )
     serve.add_argument("--no-log", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--allow-non-loopback", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -126,6 +133,7 @@ def serve(args: argparse.Namespace) -> int:
         on_ready=_announce,
         durable=not args.no_log,
         allow_non_loopback=args.allow_non_loopback,
+        heartbeat_fd=args.heartbeat_fd,
     )
 
 

@@ -40,6 +40,7 @@ from fake_providers._credentials import (
     secrets_message,
 )
 from fake_providers._errors import ProviderError, ProviderStartError
+from fake_providers._heartbeat import Listener
 from fake_providers._identify import Identify
 from fake_providers._options import option_json
 from fake_providers._presets import get_preset
@@ -93,6 +94,8 @@ class ProviderProcess:
         self.stop_timeout_s = stop_timeout_s
         self._admin_token = admin_token
         self._proc: subprocess.Popen[bytes] | _Forked | None = None
+        #: the read end of the running server's heartbeat pipe (``fake_providers._heartbeat``)
+        self._heartbeat: Listener | None = None
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -168,6 +171,17 @@ class ProviderProcess:
         status, or minus the signal that killed it (``-9``: SIGKILL)."""
         return None if self._proc is None else self._proc.poll()
 
+    def heard(self) -> float | None:
+        """When the running server's loop last turned (``time.monotonic()``; its
+        heartbeat, ``fake_providers._heartbeat``), read now without blocking; None before
+        it started. A SIGSTOPped or frozen server falls silent here in a beat or two."""
+        return None if self._heartbeat is None else self._heartbeat.heard()
+
+    @property
+    def heartbeat_fd(self) -> int | None:
+        """The descriptor the heartbeat is read from (a forked worker closes it)."""
+        return None if self._heartbeat is None else self._heartbeat.fd
+
     @property
     def port(self) -> int:
         """The TCP port currently (or last) served."""
@@ -206,21 +220,26 @@ class ProviderProcess:
         # environment: /proc/<pid>/environ keeps the initial environment for the process's
         # whole life, readable by any process of the same user (a worker under test too).
         # Secret variables a user exported for a provider of their own are not passed on.
+        # The server beats on a pipe of its own while its loop turns; only this object
+        # reads it (``heartbeat``), and no client of the server can hold or fill it.
         secrets_r, secrets_w = os.pipe()
+        beat_r, beat_w = os.pipe()
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
         proc: subprocess.Popen[bytes] | _Forked
         try:
             with self.stderr_path.open("ab") as stderr_file:
                 stderr_start = stderr_file.tell()
                 if _fork_allowed():
-                    proc = _Forked.serve(args, stderr_file.fileno(), secrets_r)
+                    proc = _Forked.serve(args, stderr_file.fileno(), secrets_r, beat_w)
                 else:
-                    proc = _popen(args, stderr_file, secrets_r)
+                    proc = _popen(args, stderr_file, secrets_r, beat_w)
         except BaseException:
             os.close(secrets_w)
+            os.close(beat_r)
             raise
         finally:
             os.close(secrets_r)
+            os.close(beat_w)
         assert proc.stdout is not None
         try:
             _write_secrets(
@@ -231,9 +250,13 @@ class ProviderProcess:
         except ProviderStartError as exc:
             _reap(proc, kill=True)
             proc.stdout.close()
+            os.close(beat_r)
             raise ProviderStartError(f"{exc}{self._stderr_since(stderr_start)}") from None
         proc.stdout.close()
         self._proc = proc
+        if self._heartbeat is not None:
+            self._heartbeat.close()
+        self._heartbeat = Listener(beat_r)
         self.url = str(ready["url"])
         self.pid = int(ready["pid"])
         self.smtp_port = int(ready["smtp_port"]) if "smtp_port" in ready else None
@@ -286,6 +309,9 @@ class ProviderProcess:
             _reap(proc, kill=False, timeout_s=self.stop_timeout_s)
         if hasattr(self, "admin"):
             self.admin.close()
+        if self._heartbeat is not None:
+            self._heartbeat.close()
+            self._heartbeat = None
 
     def kill(self) -> None:
         """SIGKILL the server (simulating a provider crash) and reap it."""
@@ -363,21 +389,26 @@ def _die_with_parent(name: bytes = b"") -> None:  # pragma: no cover - runs in t
         pass  # not Linux: stop()/kill() and the context manager still clean up
 
 
-def _popen(args: list[str], stderr_file: IO[bytes], secrets_r: int) -> subprocess.Popen[bytes]:
+def _popen(
+    args: list[str], stderr_file: IO[bytes], secrets_r: int, beat_w: int
+) -> subprocess.Popen[bytes]:
     """The server in a new interpreter (``python -m fake_providers serve``): the way when
     this process cannot fork safely (``_fork_allowed``)."""
     env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENVS}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return subprocess.Popen(
-        [sys.executable, "-m", "fake_providers", *args, "--secrets-fd", str(secrets_r)],
+        [
+            *(sys.executable, "-m", "fake_providers", *args),
+            *("--secrets-fd", str(secrets_r), "--heartbeat-fd", str(beat_w)),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=stderr_file,
         env=env,
         start_new_session=True,
         close_fds=True,
-        pass_fds=(secrets_r,),
+        pass_fds=(secrets_r, beat_w),
         preexec_fn=_die_with_parent,
     )
 
@@ -414,7 +445,7 @@ class _Forked:
         self.returncode: int | None = None
 
     @classmethod
-    def serve(cls, args: list[str], stderr_fd: int, secrets_r: int) -> _Forked:
+    def serve(cls, args: list[str], stderr_fd: int, secrets_r: int, beat_w: int) -> _Forked:
         """Fork; the child runs ``python -m fake_providers`` ``args`` in place of its copy
         of this program, and never returns."""
         import fake_providers.__main__ as serve_main
@@ -431,7 +462,7 @@ class _Forked:
             os.close(ready_w)
             raise
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
-            _serve_in_child(serve_main.main, args, parent, ready_w, stderr_fd, secrets_r)
+            _serve_in_child(serve_main.main, args, parent, ready_w, stderr_fd, secrets_r, beat_w)
         os.close(ready_w)
         return cls(pid, os.fdopen(ready_r, "rb", buffering=0))
 
@@ -486,6 +517,7 @@ def _serve_in_child(  # pragma: no cover - runs in the forked child only
     ready_w: int,
     stderr_fd: int,
     secrets_r: int,
+    beat_w: int,
 ) -> None:
     """The forked child: become what ``_popen`` would have started, then serve.
 
@@ -507,12 +539,13 @@ def _serve_in_child(  # pragma: no cover - runs in the forked child only
         os.dup2(ready_w, 1)
         os.dup2(stderr_fd, 2)
         os.dup2(secrets_r, 3)
-        os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+        os.dup2(beat_w, 4)
+        os.closerange(5, os.sysconf("SC_OPEN_MAX"))
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         forget_env(_SECRET_ENVS)  # out of os.environ and blanked in /proc/<pid>/environ
-        code = main([*args, "--secrets-fd", "3"])
+        code = main([*args, "--secrets-fd", "3", "--heartbeat-fd", "4"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:

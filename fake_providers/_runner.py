@@ -32,6 +32,7 @@ from fake_providers._credentials import (
 )
 from fake_providers._effect_log import EffectLog
 from fake_providers._errors import ProviderError
+from fake_providers._heartbeat import Beat
 from fake_providers._presets import get_preset
 from fake_providers._server import build_server, check_host, is_loopback, server_url
 
@@ -127,6 +128,19 @@ def open_effect_log(path: Path, *, durable: bool = True) -> EffectLog:
         ) from None
 
 
+def _beat_in_loop(server: Any, beat: Beat) -> None:
+    """Beat on every turn of ``serve_forever`` (its ``service_actions`` hook, called after
+    each poll of at most ``poll_interval``): the beat stops when the loop that accepts
+    requests stops, whatever else in the process still runs."""
+    own = server.service_actions
+
+    def turn() -> None:
+        own()
+        beat()
+
+    server.service_actions = turn
+
+
 def _shown(path: Path) -> str:
     """A path as a one-line message shows it: an over-long one is cut and counted."""
     text = str(path)
@@ -146,8 +160,13 @@ def run_provider(
     durable: bool = True,
     allow_non_loopback: bool = False,
     browse_open: bool = False,
+    heartbeat_fd: int | None = None,
 ) -> int:
     """Serve until a stop signal; returns the exit status (0).
+
+    ``heartbeat_fd``: a pipe the serving loop beats on while it turns
+    (``fake_providers._heartbeat``), so whoever started the provider notices in seconds
+    that it stopped answering (a SIGSTOP, a debugger, a stuck loop), not after time-outs.
 
     ``browse_open`` serves the browse page (``/_browse``) without the admin token; it is
     refused unless ``host`` is loopback, whatever ``allow_non_loopback`` says, because the
@@ -189,6 +208,8 @@ def run_provider(
             ready = {"url": server_url(server), "pid": os.getpid(), **extra}
             if not is_loopback(host):
                 print(exposure_warning(host, ready), file=sys.stderr, flush=True)
+            if heartbeat_fd is not None:
+                _beat_in_loop(server, Beat(heartbeat_fd))
             on_ready(ready)
             server.serve_forever(poll_interval=0.01)
         finally:

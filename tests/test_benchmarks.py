@@ -36,7 +36,8 @@ def test_benchmark_runs_to_the_end_in_its_quick_form(script: Path) -> None:
     assert "median" in proc.stdout, proc.stdout
 
 
-#: the benchmarks that measure a figure issue #27 sets a goal for, and the figures each records
+#: the benchmarks that measure a figure an issue (#27, #32) sets a goal for, and the figures
+#: each records
 GOAL_FIGURES = {
     "bench_command": [
         "one crash point, command / by hand",
@@ -54,6 +55,8 @@ GOAL_FIGURES = {
         for what in ("schedules/s", "landed share")
     ],
     "bench_hooks": ["disarmed hooks, worker CPU / plain"],
+    # issue #32: a stopped provider noticed in seconds
+    "bench_provider_stall": ["SIGSTOPped provider noticed after"],
 }
 
 

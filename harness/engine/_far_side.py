@@ -17,6 +17,7 @@ a dry run's accepted effects of ``NAME`` are exactly the hits of ``accepted.NAME
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -27,6 +28,8 @@ KIND: Final = "accepted"
 PREFIX: Final = KIND + "."
 #: how long one server-side wait for the hold lasts before the watcher asks again
 WAIT_S: Final = 10.0
+#: a provider not heard from for this long is not asked to disarm its hold (``stop``)
+SILENT_S: Final = 1.0
 
 
 def is_far_side(boundary: str | None) -> bool:
@@ -93,8 +96,15 @@ class HoldWatch:
                     return
 
     def stop(self) -> dict[str, Any]:
-        """Disarm the hold and wait for the watcher; what the hold was when disarmed."""
+        """Disarm the hold and wait for the watcher; what the hold was when disarmed.
+
+        A provider silent for ``SILENT_S`` (its heartbeat: stopped, hung) answers neither:
+        the hold is left as it is and the watcher is not waited for (the provider is killed
+        and restarted as lost, which ends the watcher's call)."""
         self._stopping.set()
+        heard = self._provider.heard()
+        if heard is not None and time.monotonic() - heard >= SILENT_S:
+            return {"armed": False, "error": "the provider stopped answering"}
         try:
             last = self._provider.admin.disarm_hold()
         except Exception as exc:

@@ -73,6 +73,9 @@ HARNESS_LIVENESS_GRACE_S = 0.5
 #: how long a case waits, once its workers are done, for the provider to answer or drop every
 #: request of the case's epoch (a held reply) before it is observed
 DRAIN_TIMEOUT_S = 10.0
+#: the longest one server-side drain wait lasts before the providers' heartbeats are looked
+#: at again (a stopped provider answers no drain: its read time-out is this plus a margin)
+DRAIN_SLICE_S = 2.0
 #: how long a failed call to the provider waits to see its process end
 DEATH_GRACE_S = _provider_watch.DEATH_GRACE_S
 #: how often a case is opened on a provider that dies as it opens, before it is given up
@@ -394,7 +397,7 @@ class Campaign:
                     self.supervisor.kill_live()
                     return not_run(self.settings, case, cannot, ran=True)
                 providers = list(self.providers.values())
-                if _provider_watch.first_death(providers, grace_s=DEATH_GRACE_S) is None:
+                if _provider_watch.first_loss(providers, grace_s=DEATH_GRACE_S) is None:
                     raise
                 continue
             result.notes[:0] = notes
@@ -405,15 +408,18 @@ class Campaign:
         return not_run(self.settings, case, f"{name} died {OPENING_ATTEMPTS} times as it opened")
 
     def _revive_provider(self) -> str | None:
-        """If a provider is found dead before a case, restart it (a note for that case),
-        or record that it is gone for good."""
+        """If a provider is found dead, stopped or hung before a case, restart it (a note for
+        that case), or record that it is gone for good."""
         assert self.provider is not None
         assert self.supervisor is not None
         said: list[str] = []
         for provider in self.providers.values():
-            if self.provider_gone is not None or provider.running:
+            if self.provider_gone is not None:
                 continue
-            lost = _provider_watch.death(provider) or _provider_watch.name_of(provider)
+            lost = _provider_watch.death(provider) or _provider_watch.stall(provider, settle=True)
+            if lost is None and provider.running:
+                continue
+            lost = lost or _provider_watch.name_of(provider)
             failed = _provider_watch.revive(provider, self.supervisor)
             if failed is not None:
                 self.provider_gone = f"{lost} and could not be restarted ({failed})"
@@ -650,27 +656,31 @@ def run_case(
             for name, opened in epochs.items():
                 ctx.record("provider_epoch", epoch=opened, provider=name)
         every = list(named.values())
+        found: tuple[str, ProviderProcess] | None
         try:
             _drive(ctx, case)
             for name, each in named.items():
-                _drain(ctx, each, epochs[name])
-        except Exception as exc:  # a worker wait saw the provider end, or a call to it failed
-            lost = _provider_watch.first_death(
+                _drain(ctx, each, epochs[name], every)
+        except Exception as exc:  # a worker wait saw the provider end or stop answering, or
+            # a call to it failed
+            found = _provider_watch.first_loss(
                 every, grace_s=0 if isinstance(exc, LifelineCut) else DEATH_GRACE_S
             )
-            if lost is None:
+            if isinstance(exc, LifelineCut) and exc.how is not None:
+                cut = next((p for p in every if p.running and p.pid == exc.pid), None)
+                found = (exc.how, cut) if cut is not None and found is None else found
+            if found is None:
                 raise
-        else:  # it may have died once the workers were done (the drain could not reach it)
-            lost = _provider_watch.first_death(every)
-        if lost is not None:
-            dead = next((p for p in every if not p.running), provider)
-            _provider_watch.abandon(ctx, case, lost, dead)
-        else:
-            for name, each in named.items():
-                _check_epoch(ctx, each, epochs[name])
-                with contextlib.suppress(Exception):  # the notes are a courtesy, never a verdict
-                    said = name if len(named) > 1 else None
-                    ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name]), said))
+        else:  # it may have died or stopped once the workers were done
+            found = _provider_watch.first_loss(every)
+        if found is None:
+            try:
+                _after_the_case(ctx, named, epochs)
+            except ProviderStalled:  # it stopped answering as the case was read
+                found = _provider_watch.first_loss(every)
+        lost = None if found is None else found[0]
+        if found is not None:
+            _provider_watch.abandon(ctx, case, found[0], found[1])
         leftovers = _case_leftovers(ctx, named)
         ctx.tear_down()
         presets = [specs[n].preset if n in specs else p.preset for n, p in named.items()]
@@ -1024,7 +1034,12 @@ def epoch_url(url: str, epoch: int) -> str:
     return f"{url.rstrip('/')}/epoch/{epoch}"
 
 
-def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
+def _check_epoch(
+    ctx: CaseContext,
+    provider: ProviderProcess,
+    epoch: int,
+    every: list[ProviderProcess] | None = None,
+) -> None:
     """The provider must still be in the epoch the harness opened for the case, and the log
     file must hold exactly what the provider wrote in it. Epochs only grow and only the
     harness resets them, so a newer one means someone else (a worker that found the admin
@@ -1035,6 +1050,7 @@ def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> Non
     try:
         audit = provider.admin.audit(epoch)
     except Exception as exc:  # the provider is gone: nothing shows a change
+        _stalled(every or [provider])  # or it stopped answering: the case is lost with it
         ctx.notes.append(f"provider epoch {epoch} could not be audited after the case: {exc}")
         return
     current = int(audit.get("current_epoch", epoch))
@@ -1056,21 +1072,39 @@ def _check_epoch(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> Non
         )
 
 
-def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
+def _drain(
+    ctx: CaseContext,
+    provider: ProviderProcess,
+    epoch: int,
+    every: list[ProviderProcess] | None = None,
+) -> None:
     """A case ends when the provider has answered or dropped every request of its epoch.
 
     With every worker reaped, no sender of the epoch is left to receive a reply the provider
     still holds after processing (a ``provider_slow`` past the worker's timeout): the drain
     says so and those replies go at once, instead of the case waiting out the rest of the
     hold. Their effects are in the log already; a request held *before* processing
-    (``provider_hold``) is still waited for, as its effect lands when the hold ends."""
-    try:
-        drained = provider.admin.drain(
-            epoch, timeout_s=DRAIN_TIMEOUT_S, senders_gone=not ctx.supervisor.live_pids
-        )
-    except Exception as exc:  # the provider is gone: its log says what it saw
-        ctx.notes.append(f"provider drain of epoch {epoch} failed: {exc}")
-        return
+    (``provider_hold``) is still waited for, as its effect lands when the hold ends.
+
+    The wait is made in server-side slices of ``DRAIN_SLICE_S``, and the providers'
+    heartbeats are looked at before each: a provider that stopped answering is lost within
+    a slice (``ProviderStalled``), never after the whole drain's read time-out."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while True:
+        _stalled(every or [provider])
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            drained = provider.admin.drain(
+                epoch,
+                timeout_s=min(left, DRAIN_SLICE_S),
+                senders_gone=not ctx.supervisor.live_pids,
+            )
+        except Exception as exc:  # the provider is gone: its log says what it saw
+            _stalled(every or [provider])
+            ctx.notes.append(f"provider drain of epoch {epoch} failed: {exc}")
+            return
+        if drained.get("drained") or left <= DRAIN_SLICE_S:
+            break
     if drained.get("waited_for") or not drained.get("drained"):
         ctx.record(
             "provider_drain",
@@ -1086,6 +1120,34 @@ def _drain(ctx: CaseContext, provider: ProviderProcess, epoch: int) -> None:
             f"{len(drained.get('in_flight') or ())} request(s) of epoch {epoch} in flight "
             "(refused when their hold ends, never counted in another case)"
         )
+
+
+def _after_the_case(
+    ctx: CaseContext, named: dict[str, ProviderProcess], epochs: dict[str, int]
+) -> None:
+    """Each provider's audit of the case's epoch, and its reasons for what it refused, as
+    notes; ``ProviderStalled`` if a call failed because a provider stopped answering."""
+    every = list(named.values())
+    for name, each in named.items():
+        _stalled(every)
+        _check_epoch(ctx, each, epochs[name], every)
+        try:
+            said = name if len(named) > 1 else None
+            ctx.notes.extend(reason_notes(each.admin.effects(epoch=epochs[name]), said))
+        except Exception:  # the notes are a courtesy, never a verdict
+            _stalled(every)
+
+
+class ProviderStalled(Exception):
+    """A provider stopped answering while the harness talked to it (``_stalled``)."""
+
+
+def _stalled(providers: list[ProviderProcess]) -> None:
+    """``ProviderStalled`` if any of ``providers`` is stopped or hung (its heartbeat)."""
+    for provider in providers:
+        how = _provider_watch.stall(provider)
+        if how is not None:
+            raise ProviderStalled(how)
 
 
 def _build_ledger(system: System, workload: Workload, engine: Engine) -> None:

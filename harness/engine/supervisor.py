@@ -46,7 +46,7 @@ from typing import Any, NoReturn
 
 from harness.engine import _born, _boundary, _keeper, _leftovers, _secrets, _tree, trace
 from harness.engine._boundary import Arm
-from harness.engine._lifeline import Lifelines
+from harness.engine._lifeline import PULSE_TICK_S, Lifelines
 from harness.engine._tree import ProcessTree
 from harness.errors import SupervisorError
 
@@ -349,10 +349,22 @@ class Supervisor:
         return list(self._live.values())
 
     def _poll(self, fds: list[int], timeout_s: float | None) -> list[int]:
-        """``wait_readable`` on ``fds`` and on every lifeline: ``LifelineCut`` if one ended."""
-        ready = wait_readable([*fds, *self.lifelines.fds], timeout_s)
-        self.lifelines.check(ready)
-        return ready
+        """``wait_readable`` on ``fds`` and on every lifeline: ``LifelineCut`` if one ended,
+        or if a lifeline's pulse (a provider's heartbeat) says it stopped answering, looked
+        at before the wait and every ``PULSE_TICK_S`` of it."""
+        if not self.lifelines.pulsing:
+            ready = wait_readable([*fds, *self.lifelines.fds], timeout_s)
+            self.lifelines.check(ready)
+            return ready
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            self.lifelines.feel()
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            tick = PULSE_TICK_S if left is None else min(left, PULSE_TICK_S)
+            ready = wait_readable([*fds, *self.lifelines.fds], tick)
+            self.lifelines.check(ready)
+            if ready or (left is not None and left <= tick):
+                return ready
 
     def ends_within(self, worker: RunningWorker, seconds: float) -> bool:
         """Whether the worker's first process ends within ``seconds`` (its pidfd turns
@@ -404,7 +416,8 @@ class Supervisor:
             os.close(control_w)
             for other in self._live.values():
                 other.close_pipes()
-            self.lifelines.close()  # the provider's pidfd is the harness's, not the worker's
+            # the provider's pidfd and heartbeat are the harness's, not the worker's
+            self.lifelines.close(in_child=True)
             self._child(
                 target,
                 parent=parent,
