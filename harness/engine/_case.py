@@ -223,7 +223,9 @@ class CaseContext:
             (
                 ev
                 for ev in trace.read(self.trace_path)
-                if ev.event == "crash" and ev.worker == outcome.worker and ev.pid != outcome.pid
+                if ev.event == "crash"
+                and ev.worker == outcome.worker
+                and ev.pid not in (outcome.pid, outcome.ns_pid)
             ),
             None,
         )

@@ -44,7 +44,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.engine import _born, _boundary, _keeper, _secrets, _tree, trace
+from harness.engine import _born, _boundary, _keeper, _scratch, _secrets, _tree, _wall, trace
 from harness.engine._boundary import Arm
 from harness.engine._lifeline import Lifelines
 from harness.engine._tree import ProcessTree
@@ -104,6 +104,9 @@ class WorkerOutcome:
     #: why the death was classified as it was, when that is not plain from the kind (an
     #: unplanned SIGKILL whose crash line matched no arm)
     note: str | None = None
+    #: behind the wall (``harness.engine._wall``): the first process's pid in its own PID
+    #: namespace, as its trace lines name it (None: ``pid`` is what they say)
+    ns_pid: int | None = None
 
     @property
     def ended_normally(self) -> bool:
@@ -155,6 +158,9 @@ class RunningWorker:
     crash_released: bool = False
     #: how the harness stopped this (daemon) worker: "SIGTERM", or "SIGTERM then SIGKILL"
     stopped_by: str | None = None
+    #: behind the wall: the first process's pid inside its PID namespace (its trace's pids
+    #: are the namespace's); None outside
+    ns_pid: int | None = None
 
     def close_pipes(self) -> None:
         for fd in (self.events_fd, self.control_fd):
@@ -248,6 +254,15 @@ def _prctl() -> Any:
     """libc's ``prctl``, looked up once in the harness so a worker inherits it ready: a
     ``ctypes.CDLL`` made in every child cost each one 0.2 ms and ~40 copy-on-write faults."""
     return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _scratch_root() -> str | None:
+    """The scratch root other runs' work dirs are in (the wall hides it): an unusable
+    ``CRASH_HARNESS_TMPDIR`` was refused long before a worker starts."""
+    try:
+        return _scratch.scratch_root()
+    except Exception:
+        return None
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -355,9 +370,12 @@ class Supervisor:
         sys.stderr.flush()
         _prctl()  # here, not in each child
         _secrets.ready_to_forget()
+        walled = _wall.wanted()
+        if walled:
+            _wall.prepare()
 
         def run_worker(  # pragma: no cover
-            parent: int, keeper: int | None, *, born_inside: bool = False
+            parent: int, keeper: int | None, *, born_inside: bool = False, walled: bool = False
         ) -> NoReturn:
             os.close(events_r)
             os.close(control_w)
@@ -374,8 +392,10 @@ class Supervisor:
                 stderr_path=stderr_path,
                 events_fd=events_w,
                 control_fd=control_r,
-                cgroup=cgroup,
-                born_inside=born_inside,
+                # behind the wall the worker finds its own tree from its init (PID 1), and
+                # its cgroup's files are read-only to it
+                cgroup=None if walled else cgroup,
+                born_inside=born_inside or walled,
                 keeper=keeper,
                 counter_dir=logdir / f"{name}.hits",
                 hooks=hooks,
@@ -383,8 +403,20 @@ class Supervisor:
 
         keeper: _keeper.Keeper | None = None
         born_inside = False
+        ns_pid: int | None = None
         try:
-            if cgroup is None:  # walk mode: a keeper above the worker holds its orphans
+            got = None
+            if walled:  # an init in the worker's own namespaces, born in its cgroup
+                view = _wall.view_for(scratch=_scratch_root(), workdir=self.workdir, own=logdir)
+                got = _wall.spawn(
+                    lambda k: run_worker(k, k, walled=True), cgroup=cgroup, view=view
+                )
+            if got is not None:
+                keeper, ns_pid = got
+                pid = keeper.root
+                _GUARD_FDS.update((keeper.hold_fd, keeper.report_fd))
+                self.births["walled in its namespaces"] += 1
+            elif cgroup is None:  # walk mode: a keeper above the worker holds its orphans
                 keeper = _keeper.spawn(lambda k: run_worker(k, k), close_in_worker=())
                 pid = keeper.root
                 _GUARD_FDS.update((keeper.hold_fd, keeper.report_fd))
@@ -416,6 +448,7 @@ class Supervisor:
             control_fd=control_w,
             tree=ProcessTree(pid, cgroup, None if keeper is None else keeper.pid),
             keeper=keeper,
+            ns_pid=ns_pid,
         )
         self._live[pid] = worker
         trace.append(
@@ -520,6 +553,7 @@ class Supervisor:
         ended = time.time()
         outcome = self._classify(worker, status, events, ended, stack_dump)
         outcome.stragglers = stragglers
+        outcome.ns_pid = worker.ns_pid
         trace.append(
             trace_path,
             event="exit",
@@ -689,7 +723,10 @@ class Supervisor:
         if remaining:
             worker.tree.kill()
         if worker.tree.cgroup is not None:
-            worker.tree.wait_empty(DUMP_GRACE_S)
+            if worker.keeper is not None:  # the wall's init: its end ends its namespace
+                self._let_go(worker)
+                tree = ProcessTree(worker.pid, worker.tree.cgroup)  # the init counts now
+            tree.wait_empty(DUMP_GRACE_S)
             _tree.remove_cgroup(worker.tree.cgroup)
         return len(left)
 
@@ -893,6 +930,8 @@ def _await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> Non
         for ev in events
         if ev.event == "crash" and ev.worker == worker.name and ev.pid != worker.pid
     }
+    if worker.ns_pid is not None and worker.tree is not None:  # the trace's pids are inner
+        killers = _wall.outer_pids(worker.tree.members(), killers - {worker.ns_pid})
     handles = []
     for pid in killers:
         with contextlib.suppress(OSError):  # already gone (and reaped): nothing to wait for

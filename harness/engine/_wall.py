@@ -1,0 +1,390 @@
+"""The wall: a worker runs where it cannot see or touch the judge.
+
+The harness, its providers and its keepers run as the same user as the workers, on the same
+machine. Without a wall a worker can attach a debugger to the provider and edit its audit,
+read another case's ledger or the provider's log file under the scratch root, or move itself
+out of its case's cgroup. So each worker is born (``clone3``, ``harness.engine._born``) into:
+
+- its own **PID namespace**: it sees, signals and traces only its case's processes. PID 1 of
+  the namespace is a small init (the keeper of ``harness.engine._keeper``: it reaps orphans and
+  reports the worker's wait status on a pipe), the worker is PID 2 below it. When the init
+  ends (the harness lets it go, or kills the cgroup) the kernel kills everything left in the
+  namespace, so a daemon the worker double-forked dies with its case.
+- its own **mount namespace**: a fresh ``/proc`` showing only the case's processes; an
+  empty ``tmpfs`` over the scratch root (other runs' work dirs, the keepers' records) and
+  over the campaign's work dir (other cases, the providers' logs), with only this case's own
+  work dir bound back; every cgroup file system read-only.
+- fewer **capabilities** (a root worker too): every capability that could undo the above
+  (``CAP_SYS_ADMIN`` for mount, umount, setns, unshare; ``CAP_SYS_PTRACE``,
+  ``CAP_DAC_READ_SEARCH`` for ``open_by_handle_at``, ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``,
+  ``CAP_MKNOD``, ``CAP_SYS_BOOT``...) leaves its bounding, effective, permitted, inheritable
+  and ambient sets; what an ordinary program needs stays (``KEPT_CAPS``: file access as root,
+  ports below 1024, setuid to drop root).
+
+Where the harness is not root it asks for a user namespace too (an identity map of its own
+uid), which gives the init what it needs for the mounts. Where the kernel refuses any of it,
+the worker runs as before (detection still applies) and ``describe`` says what is missing;
+the reports' ``environment`` carries it. ``CRASH_HARNESS_ISOLATION=off`` switches the wall
+off. Inside the wall a worker's pids (in its trace lines) are the namespace's: the harness
+maps them where it compares them with its own (``outer_pids``, ``WorkerOutcome.ns_pid``).
+
+The harness and its providers also set ``PR_SET_DUMPABLE`` to 0 (``harden_self``): a floor
+that holds without namespaces, since a process of the same user may then not ptrace them or
+read their memory, environment or open files without ``CAP_SYS_PTRACE``. A fork inherits it,
+so the worker sets it back to 1 for itself (its own core dumps and ``/proc/self`` files),
+while its init keeps 0 (the worker cannot trace the process that reports its status).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from harness.engine import _born, _keeper
+
+#: set to ``off`` to run workers without the wall (a kernel that refuses namespaces does so)
+ISOLATION_ENV = "CRASH_HARNESS_ISOLATION"
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+
+_MS_RDONLY = 0x1
+_MS_NOSUID = 0x2
+_MS_NODEV = 0x4
+_MS_NOEXEC = 0x8
+_MS_REMOUNT = 0x20
+_MS_NOATIME = 0x400
+_MS_NODIRATIME = 0x800
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_PRIVATE = 0x40000
+_MS_RELATIME = 0x200000
+_MS_STRICTATIME = 0x1000000
+#: per-mount flags a bind remount must keep (a user namespace may not clear a locked one)
+_MOUNT_FLAGS = {
+    "nosuid": _MS_NOSUID,
+    "nodev": _MS_NODEV,
+    "noexec": _MS_NOEXEC,
+    "noatime": _MS_NOATIME,
+    "nodiratime": _MS_NODIRATIME,
+    "relatime": _MS_RELATIME,
+    "strictatime": _MS_STRICTATIME,
+}
+
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+#: capabilities a walled worker keeps: those a container runtime gives by default, less
+#: ``CAP_MKNOD`` (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP,
+#: NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, AUDIT_WRITE, SETFCAP). ``CAP_KILL`` reaches only
+#: the worker's own namespace.
+KEPT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
+
+
+def wanted() -> bool:
+    """Whether the wall is asked for (it is, unless ``CRASH_HARNESS_ISOLATION=off``)."""
+    return os.environ.get(ISOLATION_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+
+
+#: why this process's workers run without the wall (None: they run with it, or none ran)
+_missing: str | None = None
+#: how many workers this process started behind the wall
+_walled = 0
+
+
+def describe() -> str:
+    """What the reports' ``environment`` says of the wall, for workers of this process."""
+    if not wanted():
+        return f"off ({ISOLATION_ENV}=off): workers can reach the harness and its providers"
+    if _missing is not None:
+        return f"missing: {_missing}; detection only"
+    return "pid+mount namespaces, cgroup fs read-only, capabilities dropped"
+
+
+@dataclass(frozen=True)
+class View:
+    """What a walled worker sees of the file system: ``hide`` covered by an empty tmpfs,
+    ``keep`` (under one of them) bound back."""
+
+    hide: tuple[str, ...]
+    keep: tuple[str, ...]
+
+
+def view_for(*, scratch: str | None, workdir: Path, own: Path) -> View:
+    """Hide the scratch root (other runs) and the campaign's ``workdir`` (other cases, the
+    providers' logs); keep the case's ``own`` work dir."""
+    keep = os.path.realpath(own)
+    hide: list[str] = []
+    for path in (scratch, str(workdir)):
+        if path is None or not os.path.isdir(path):
+            continue
+        real = os.path.realpath(path)
+        if real == "/" or _under(real, keep) or any(_under(real, h) for h in hide):
+            continue  # never the case's own dir, nor twice
+        hide = [h for h in hide if not _under(h, real)] + [real]
+    kept = (keep,) if any(_under(keep, h) for h in hide) else ()
+    return View(tuple(hide), kept)
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+@functools.cache
+def _libc() -> Any:
+    """libc, looked up once in the harness so every init and worker finds it ready."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
+@functools.cache
+def _cap_last() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        return 40
+
+
+def prepare() -> None:
+    """Look up, in the harness, what every init and worker would otherwise look up again."""
+    _libc()
+    _cap_last()
+
+
+def harden_self() -> None:
+    """``PR_SET_DUMPABLE`` 0 for this process (the harness, a provider): no process of the
+    same user may ptrace it or read its memory, environ or fds without ``CAP_SYS_PTRACE``."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def spawn(
+    run_worker: Callable[[int], NoReturn], *, cgroup: str | None, view: View
+) -> tuple[_keeper.Keeper, int] | None:
+    """Fork an init into new PID and mount namespaces (born in ``cgroup``), which walls
+    itself in and forks the worker below it. Returns (the keeper, the worker's pid inside),
+    the keeper's ``root`` being the worker's pid as the harness sees it; None when the wall
+    cannot be built here (``describe`` says why; nothing was forked)."""
+    global _missing, _walled
+    if _missing is not None and _walled == 0:
+        return None  # refused once before: not tried per worker
+    report_r, report_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    userns = os.geteuid() != 0
+    flags = CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWUSER if userns else 0)
+    uid, gid = os.geteuid(), os.getegid()
+
+    def closing() -> None:
+        for fd in (report_r, report_w, hold_r, hold_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    try:
+        pid = _born.fork_into(cgroup, namespaces=flags)
+    except _born.NamespacesRefused as exc:
+        closing()
+        _missing = f"the kernel refused new PID/mount namespaces ({exc.strerror})"
+        return None
+    except OSError:
+        closing()
+        raise
+    if pid is None:
+        closing()
+        if _walled == 0:
+            _missing = "clone3 unavailable here (or the harness had threads at the fork)"
+        return None
+    if pid == 0:  # pragma: no cover - the init, which never returns
+        code = 1
+        try:
+            os.close(report_r)
+            os.close(hold_w)
+            _init(run_worker, view, report_w, hold_r, userns=userns, uid=uid, gid=gid)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(report_w)
+    os.close(hold_r)
+    keeper = _keeper.Keeper(pid, 0, report_r, hold_w)
+    line = keeper._line()
+    if line is None or not line.startswith(b"pid "):
+        keeper.release()
+        said = "" if line is None else line.decode(errors="replace")
+        _missing = f"the worker's namespaces could not be set up ({said or 'no answer'})"
+        return None
+    inner = int(line.split()[1])
+    outer = _outer_pid(pid, inner)
+    if outer is None:
+        keeper.release()
+        raise OSError(f"the wall's init {pid} forked no worker it could name")
+    keeper.root = outer
+    _walled += 1
+    _missing = None
+    return keeper, inner
+
+
+def _outer_pid(init: int, inner: int) -> int | None:
+    """The pid (as this process sees it) of the init's child whose pid inside is ``inner``."""
+    try:
+        children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        if _ns_pids(int(child))[-1:] == [inner]:
+            return int(child)
+    return None
+
+
+def _ns_pids(pid: int) -> list[int]:
+    """``NSpid`` of ``pid``: its pid in each namespace from ours down to its own."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return [int(p) for p in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+def outer_pids(members: Iterable[int], inner: set[int]) -> set[int]:
+    """Those of ``members`` (pids as this process sees them) whose pid inside their own
+    namespace is in ``inner``: a walled worker's trace names its processes so."""
+    return {pid for pid in members if _ns_pids(pid)[-1:] and _ns_pids(pid)[-1] in inner}
+
+
+# -- inside: the init ------------------------------------------------------------------------
+
+
+def _init(
+    run_worker: Callable[[int], NoReturn],
+    view: View,
+    report_fd: int,
+    hold_fd: int,
+    *,
+    userns: bool,
+    uid: int,
+    gid: int,
+) -> None:  # pragma: no cover - runs in the init
+    libc = _libc()
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # the worker may not trace who reports on it
+    try:
+        if userns:
+            _map_identity(uid, gid)
+        _seal_fds(view, keep={report_fd, hold_fd})
+        _mount_view(libc, view)
+    except OSError as exc:
+        os.write(report_fd, f"error {exc}\n".encode())
+        return
+
+    def worker(init: int) -> NoReturn:
+        _harden_worker(libc)
+        run_worker(init)
+
+    _keeper._keeper(worker, report_fd, hold_fd, [report_fd, hold_fd])
+
+
+def _map_identity(uid: int, gid: int) -> None:  # pragma: no cover - runs in the init
+    """In a new user namespace: the harness's own uid and gid, mapped to themselves."""
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+
+
+def _seal_fds(view: View, *, keep: set[int]) -> None:  # pragma: no cover - runs in the init
+    """Point every inherited descriptor of a hidden file (the harness's open provider log, a
+    ledger of another case) at /dev/null: a descriptor would reach through any mount. Not
+    closed: a harness object in the worker's memory may still close its number one day."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd <= 2 or fd in keep or fd == null:
+                continue
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if any(_under(target, h) for h in view.hide) and not any(
+                _under(target, k) for k in view.keep
+            ):
+                os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
+def _mount(libc: Any, source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:  # pragma: no cover
+    enc = (lambda s: None if s is None else os.fsencode(s))
+    if libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {fstype or source} on {target}: {os.strerror(err)}")
+
+
+def _mount_view(libc: Any, view: View) -> None:  # pragma: no cover - runs in the init
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing leaks out of here
+    kept = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in view.keep]
+    for path in view.hide:
+        mode = os.stat(path).st_mode & 0o7777
+        _mount(libc, "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode:o}")
+    for path, fd in kept:
+        os.makedirs(path, exist_ok=True)
+        _mount(libc, f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, None)
+        os.close(fd)
+    for point, options in _cgroup_mounts():
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+        flags |= sum(bit for name, bit in _MOUNT_FLAGS.items() if name in options)
+        _mount(libc, None, point, None, flags, None)
+    _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+
+
+def _cgroup_mounts() -> list[tuple[str, set[str]]]:  # pragma: no cover - runs in the init
+    """Mount point and per-mount options of every cgroup file system in this view."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            head, _, tail = line.partition(" - ")
+            fields = head.split()
+            if tail.split()[:1] in (["cgroup"], ["cgroup2"]) and len(fields) > 5:
+                point = fields[4].encode().decode("unicode_escape")
+                found.append((point, set(fields[5].split(","))))
+    return found
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _harden_worker(libc: Any) -> None:  # pragma: no cover - runs in the worker
+    """Drop every capability but ``KEPT_CAPS`` from every set; the worker's own process is
+    dumpable again (its core dumps, its /proc/self files)."""
+    for cap in range(_cap_last() + 1):
+        if cap not in KEPT_CAPS:
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) == 0:
+        for i, word in enumerate(data):
+            mask = sum(1 << (cap - 32 * i) for cap in KEPT_CAPS if 32 * i <= cap < 32 * (i + 1))
+            word.effective &= mask
+            word.permitted &= mask
+            word.inheritable &= mask
+        if libc.capset(ctypes.byref(header), data) != 0:
+            os._exit(71)  # never run the worker with the capabilities that undo the wall
+    libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
