@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import os
 import signal
@@ -94,6 +95,13 @@ class Keeper:
         return line
 
 
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """libc, looked up once in the harness: a ``ctypes.CDLL`` made in every keeper cost each
+    one 0.2 ms."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def spawn(run_worker: Callable[[int], NoReturn], *, close_in_worker: Iterable[int]) -> Keeper:
     """Fork a keeper that forks the worker, which runs ``run_worker(keeper_pid)``.
 
@@ -133,8 +141,7 @@ def _keeper(
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # a Ctrl-C to the harness's group is the harness's to handle
     saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _IGNORED}
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         return  # no report: the harness raises, and no worker ever ran
     me = os.getpid()
     root = os.fork()
@@ -147,6 +154,7 @@ def _keeper(
         run_worker(me)
     with contextlib.suppress(OSError):
         os.setpgid(root, root)
+    os.write(report_fd, f"pid {root}\n".encode())  # first: the harness goes on meanwhile
     # hold nothing of the harness's: a pipe or socket kept open here would hide its end. No
     # collection from here on: a harness object's finalizer would close a number reused here.
     gc.disable()
@@ -159,7 +167,6 @@ def _keeper(
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD wakes the poll
-    os.write(report_fd, f"pid {root}\n".encode())
     reported = False
     while True:
         if not reported:
@@ -175,6 +182,8 @@ def _keeper(
                 os.read(wake_r, 4096)
             if hold_fd in ready and not os.read(hold_fd, 4096):
                 break  # the harness is done with this worker, or is dead
+    if me == 1:  # the init of a walled worker's PID namespace: its exit kills the rest
+        return
     _tree.kill_descendants(me)  # each killed and awaited (bounded): none can run any more
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:  # no wait on one stuck in the kernel: init reaps

@@ -369,6 +369,7 @@ class Supervisor:
         sys.stdout.flush()
         sys.stderr.flush()
         _prctl()  # here, not in each child
+        _keeper.libc()  # and in each keeper
         _secrets.ready_to_forget()
         walled = _wall.wanted()
         if walled:
@@ -415,7 +416,8 @@ class Supervisor:
                 keeper, ns_pid = got
                 pid = keeper.root
                 _GUARD_FDS.update((keeper.hold_fd, keeper.report_fd))
-                self.births["walled in its namespaces"] += 1
+                if cgroup is not None:
+                    self.births["born in its cgroup"] += 1
             elif cgroup is None:  # walk mode: a keeper above the worker holds its orphans
                 keeper = _keeper.spawn(lambda k: run_worker(k, k), close_in_worker=())
                 pid = keeper.root
