@@ -28,7 +28,7 @@ the reports' ``environment`` carries it. ``CRASH_HARNESS_ISOLATION=off`` switche
 off. Inside the wall a worker's pids (in its trace lines) are the namespace's: the harness
 maps them where it compares them with its own (``outer_pids``, ``WorkerOutcome.ns_pid``).
 
-The harness and its providers also set ``PR_SET_DUMPABLE`` to 0 (``harden_self``): a floor
+The harness and its providers also set ``PR_SET_DUMPABLE`` to 0 (``not_dumpable``): a floor
 that holds without namespaces, since a process of the same user may then not ptrace them or
 read their memory, environment or open files without ``CAP_SYS_PTRACE``. A fork inherits it,
 so the worker sets it back to 1 for itself (its own core dumps and ``/proc/self`` files),
@@ -106,9 +106,27 @@ def describe() -> str:
     """What the reports' ``environment`` says of the wall, for workers of this process."""
     if not wanted():
         return f"off ({ISOLATION_ENV}=off): workers can reach the harness and its providers"
+    if _missing is None and _walled == 0:
+        _probe()  # no worker started here (the jobs of a parallel run start them): try one
     if _missing is not None:
         return f"missing: {_missing}; detection only"
     return "pid+mount namespaces, cgroup fs read-only, capabilities dropped"
+
+
+def _probe() -> None:
+    """Fork a child into new namespaces that exits at once: what the kernel would refuse."""
+    global _missing
+    flags = CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWUSER if os.geteuid() != 0 else 0)
+    try:
+        pid = _born.fork_into(None, namespaces=flags)
+    except OSError as exc:
+        _missing = f"the kernel refused new PID/mount namespaces ({exc.strerror})"
+        return
+    if pid is None:
+        return  # no clone3 here, or threads: the workers say for themselves
+    if pid == 0:  # pragma: no cover - the probe
+        os._exit(0)
+    os.waitpid(pid, 0)
 
 
 @dataclass(frozen=True)
@@ -158,13 +176,6 @@ def prepare() -> None:
     _libc()
     _cap_last()
     _cgroup_plan()
-
-
-def harden_self() -> None:
-    """``PR_SET_DUMPABLE`` 0 for this process (the harness, a provider): no process of the
-    same user may ptrace it or read its memory, environ or fds without ``CAP_SYS_PTRACE``."""
-    with contextlib.suppress(OSError, AttributeError):
-        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def spawn(

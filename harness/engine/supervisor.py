@@ -44,6 +44,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
 
+from fake_providers._client import forget_admin_tokens
+from fake_providers._credentials import not_dumpable
 from harness.engine import _born, _boundary, _keeper, _scratch, _secrets, _tree, _wall, trace
 from harness.engine._boundary import Arm
 from harness.engine._lifeline import Lifelines
@@ -62,6 +64,7 @@ STDERR_TAIL_BYTES = 4000
 STACK_DUMP_BYTES = 64 * 1024
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 
 #: set to ``walk`` to find worker trees by walking /proc even where cgroups are available
 TREE_MODE_ENV = "CRASH_HARNESS_TREE"
@@ -276,6 +279,7 @@ class Supervisor:
 
     def __init__(self, *, workdir: Path) -> None:
         self.workdir = workdir
+        not_dumpable()  # no worker may ptrace the harness or read its memory (a floor)
         self._live: dict[int, RunningWorker] = {}
         self._cgroup_parent: str | None = None
         self._cgroup_owner = os.getpid()
@@ -496,6 +500,8 @@ class Supervisor:
                 cgroup = None
             _die_with_parent(parent)
             _secrets.forget_provider_secrets()  # a provider's admin token is not the worker's
+            forget_admin_tokens()  # nor the harness's admin clients it inherited
+            _prctl()(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own (the harness's is 0)
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
             out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
