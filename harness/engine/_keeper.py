@@ -53,6 +53,8 @@ class Keeper:
     pending: bytes = b""
     status: int | None = None
     record: Path | None = field(default=None, repr=False)
+    #: let go without waiting: whoever did that reaps it
+    reaped_elsewhere: bool = False
 
     def wait_status(self) -> int:
         """The worker's wait status (blocks until its first process has ended). A keeper that
@@ -65,14 +67,18 @@ class Keeper:
                 self.status = int(line.split()[1])
         return self.status
 
-    def release(self) -> None:
-        """Let the keeper go: it kills anything still under it, reaps, and exits."""
+    def release(self, *, wait: bool = True) -> None:
+        """Let the keeper go: it kills anything still under it, reaps, and exits. Without
+        ``wait`` its end is not waited for (the caller reaps it later)."""
         if self.hold_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.hold_fd)
             self.hold_fd = -1
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        if not wait:
+            self.reaped_elsewhere = True
+        elif not self.reaped_elsewhere:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
         if self.report_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.report_fd)
