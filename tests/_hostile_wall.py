@@ -78,9 +78,9 @@ def _ptraces(config: WorkerConfig) -> None:
     me, parent = os.getpid(), os.getppid()
     targets = {parent: "parent (the harness, without a wall)"}
     for entry in Path("/proc").iterdir():  # only its own kin: nobody else's processes
-        if entry.name.isdigit() and int(entry.name) != me:
-            if f"\nPPid:\t{parent}\n" in _status(entry.name):
-                targets.setdefault(int(entry.name), "sibling (the provider)")
+        kin = entry.name.isdigit() and f"\nPPid:\t{parent}\n" in _status(entry.name)
+        if kin and int(entry.name) != me:
+            targets.setdefault(int(entry.name), "sibling (the provider)")
     attached: list[str] = []
     refused: list[str] = []
     for pid, what in sorted(targets.items()):
@@ -157,7 +157,9 @@ def _admin(config: WorkerConfig) -> None:
     base = config.provider_url.split("/epoch/", 1)[0]
     opened: list[str] = []
     for where, token in tokens:
-        answer = requests.get(f"{base}/_admin/effects", headers={"X-Admin-Token": token}, timeout=10)
+        answer = requests.get(
+            f"{base}/_admin/effects", headers={"X-Admin-Token": token}, timeout=10
+        )
         if answer.status_code == 200:
             opened.append(where)
     _report({"clients_found": [clients], "tokens_found": len(tokens), "opened": opened})

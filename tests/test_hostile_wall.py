@@ -106,7 +106,7 @@ def test_a_forked_worker_opens_no_admin_api_with_what_it_inherited(tmp_path: Pat
     """It finds the harness's admin client and provider handle in its memory, but no token
     in them (cleared and blanked in its copy before its code ran): the admin API stays shut
     (8213f3e: the inherited client's token opened it)."""
-    code, printed, report, said = _certify(tmp_path, "tests._hostile_wall:ADMIN", "baseline")
+    code, printed, _, said = _certify(tmp_path, "tests._hostile_wall:ADMIN", "baseline")
     assert said.get("clients_found", [0])[0] > 0, (said, printed)
     assert said["tokens_found"] == 0, said
     assert said["opened"] == [], said
@@ -119,7 +119,7 @@ def test_a_root_worker_leaves_neither_its_cgroup_nor_a_daemon_behind(tmp_path: P
     file system is read-only in its view, and it has no CAP_SYS_ADMIN to remount it), then
     leaves a double-forked setsid daemon holding a lock: the daemon is gone when the harness
     has ended (8213f3e: it moved itself out and its daemon outlived the run)."""
-    code, printed, report, said = _certify(tmp_path, "tests._hostile_wall:ESCAPES", "baseline")
+    code, printed, _, said = _certify(tmp_path, "tests._hostile_wall:ESCAPES", "baseline")
     assert said.get("euid") == 0, (said, printed)
     assert said["moved"] == [], said
     assert said["cgroup_refused"], said

@@ -332,8 +332,12 @@ def _seal_fds(view: View, *, keep: set[int]) -> None:  # pragma: no cover - runs
         os.close(null)
 
 
-def _mount(libc: Any, source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:  # pragma: no cover
-    enc = (lambda s: None if s is None else os.fsencode(s))
+def _mount(
+    libc: Any, source: str | None, target: str, fstype: str | None, flags: int, data: str | None
+) -> None:  # pragma: no cover
+    def enc(text: str | None) -> bytes | None:
+        return None if text is None else os.fsencode(text)
+
     if libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {fstype or source} on {target}: {os.strerror(err)}")
@@ -374,7 +378,12 @@ def _cgroups_read_only(libc: Any) -> None:  # pragma: no cover - runs in the ini
     size = ctypes.sizeof(attr)
     for top in tops:
         path = os.fsencode(top)
-        if libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, path, _AT_RECURSIVE, ctypes.byref(attr), size) == 0:
+        if (
+            libc.syscall(
+                _SYS_MOUNT_SETATTR, _AT_FDCWD, path, _AT_RECURSIVE, ctypes.byref(attr), size
+            )
+            == 0
+        ):
             continue
         for point, flags in mounts:
             if _under(point, top):

@@ -416,9 +416,7 @@ class Supervisor:
             got = None
             if walled:  # an init in the worker's own namespaces, born in its cgroup
                 view = _wall.view_for(scratch=_scratch_root(), workdir=self.workdir, own=logdir)
-                got = _wall.spawn(
-                    lambda k: run_worker(k, k, walled=True), cgroup=cgroup, view=view
-                )
+                got = _wall.spawn(lambda k: run_worker(k, k, walled=True), cgroup=cgroup, view=view)
             if got is not None:
                 keeper, ns_pid = got
                 pid = keeper.root
