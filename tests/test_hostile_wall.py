@@ -9,8 +9,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +132,65 @@ def test_a_root_worker_leaves_neither_its_cgroup_nor_a_daemon_behind(tmp_path: P
     finally:
         os.close(lock)
     assert code in (0, 3), printed  # never a failure of the system for what was stopped
+
+
+_AS_NOBODY = """
+import os, sys, tempfile
+from pathlib import Path
+from harness import boundary
+from harness.engine import _wall
+from harness.engine._boundary import Arm
+from harness.engine.supervisor import Supervisor
+root = Path(tempfile.mkdtemp(dir=sys.argv[1], prefix="crash-harness-nobody-"))
+case = root / "case"
+case.mkdir()
+(root / "other-case").mkdir()
+
+def target():
+    seen = sorted(p for p in os.listdir("/proc") if p.isdigit())
+    (case / "seen").write_text(f"{os.getuid()} {os.getpid()} {seen} {os.listdir(root)}")
+    boundary("x")
+
+with Supervisor(workdir=root) as sup:
+    w = sup.start("w1", target, trace_path=case / "t.jsonl", arms=[Arm("x", 1)], logdir=case)
+    out = sup.wait(w, timeout_s=60, trace_path=case / "t.jsonl")
+print(out.kind.value, out.ns_pid, _wall.describe())
+print((case / "seen").read_text())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged user")
+def test_an_unprivileged_harness_walls_its_workers_in_a_user_namespace() -> None:
+    """A harness that is not root asks for a user namespace with the PID and mount ones (its
+    own uid mapped to itself): the worker is PID 2, sees only its own case (the wall's init
+    must turn dumpable for the three writes of its maps: red without)."""
+    if not Path("/usr/bin/setpriv").exists():
+        pytest.skip("no setpriv here")
+    # a scratch dir the unprivileged user may reach (the test's own tmp_path is root's alone)
+    scratch = Path(tempfile.mkdtemp(prefix="crash-harness-test-nobody-", dir="/dev/shm"))
+    os.chmod(scratch, 0o777)
+    try:
+        proc = _as_nobody(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status, seen = proc.stdout.splitlines()[:2]
+    assert status == "crashed_as_planned 2 pid+mount namespaces, cgroup fs read-only, " + (
+        "capabilities dropped"
+    ), proc.stdout
+    assert seen == "65534 2 ['1', '2'] ['case']", proc.stdout
+
+
+def _as_nobody(scratch: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *("/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"),
+            *(sys.executable, "-c", _AS_NOBODY, str(scratch)),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CRASH_HARNESS_ISOLATION": "on"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

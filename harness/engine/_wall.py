@@ -286,10 +286,13 @@ def _init(
     gid: int,
 ) -> None:  # pragma: no cover - runs in the init
     libc = _libc()
-    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # the worker may not trace who reports on it
     try:
         if userns:
+            # a non-dumpable process's /proc/self files are root's: it could not write its
+            # own maps. For these three writes it is dumpable (no worker runs yet).
+            libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
             _map_identity(uid, gid)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # the worker may not trace who reports on it
         _seal_fds(view, keep={report_fd, hold_fd})
         _mount_view(libc, view)
     except OSError as exc:
