@@ -13,12 +13,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import boundary
+from harness.engine import _wall
+from harness.engine._boundary import Arm
 from harness.engine._wall import ISOLATION_ENV
+from harness.engine.supervisor import OutcomeKind, Supervisor
 from tests._hostile_wall import DAEMON_LOCK_ENV, REPORT_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,3 +199,28 @@ def _as_nobody(scratch: Path) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def _reaches_its_boundary() -> None:
+    boundary("after_provider_accept")
+
+
+def test_a_harness_with_a_second_thread_still_walls_its_workers(tmp_path: Path) -> None:
+    """clone3 is not used beside another thread: a go-between with one thread clones the init
+    as the harness's child (CLONE_PARENT), so the worker is walled all the same (PID 2 in its
+    namespace) and its crash is classified as planned."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        trace = tmp_path / "t.jsonl"
+        with Supervisor(workdir=tmp_path) as sup:
+            arms = [Arm("after_provider_accept", 1)]
+            w = sup.start("w1", _reaches_its_boundary, trace_path=trace, arms=arms)
+            out = sup.wait(w, timeout_s=60, trace_path=trace)
+    finally:
+        stop.set()
+        other.join()
+    assert out.kind is OutcomeKind.CRASHED_AS_PLANNED, out
+    assert out.ns_pid == 2, out
+    assert "without it" not in _wall.describe(), _wall.describe()

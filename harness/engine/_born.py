@@ -30,6 +30,7 @@ import signal
 
 _SYS_CLONE3 = 435  # the same number on every architecture (the unified syscall table)
 _CLONE_INTO_CGROUP = 0x200000000
+_CLONE_PARENT = 0x00008000
 
 
 class _CloneArgs(ctypes.Structure):
@@ -105,7 +106,9 @@ def fork_into(cgroup_dir: str | None, *, namespaces: int = 0) -> int | None:
         except OSError:
             return None
     flags = namespaces | (_CLONE_INTO_CGROUP if dirfd >= 0 else 0)
-    args = _CloneArgs(flags=flags, exit_signal=int(signal.SIGCHLD), cgroup=max(dirfd, 0))
+    # with CLONE_PARENT the child takes its parent's exit signal: clone3 wants none given
+    exit_signal = 0 if flags & _CLONE_PARENT else int(signal.SIGCHLD)
+    args = _CloneArgs(flags=flags, exit_signal=exit_signal, cgroup=max(dirfd, 0))
     api = ctypes.pythonapi
     api.PyOS_BeforeFork()
     pid = int(syscall(_SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args)))

@@ -54,6 +54,7 @@ ISOLATION_ENV = "CRASH_HARNESS_ISOLATION"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_PARENT = 0x00008000
 
 _MS_RDONLY = 0x1
 _MS_NOSUID = 0x2
@@ -96,31 +97,37 @@ def wanted() -> bool:
     return os.environ.get(ISOLATION_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
 
 
-#: why this process's workers run without the wall (None: they run with it, or none ran)
-_missing: str | None = None
+#: why no worker of this process can be walled (the kernel refused; None: none refused)
+_refused: str | None = None
 #: how many workers this process started behind the wall
 _walled = 0
+#: how many it started without (a cgroup that could not take a clone), and the last reason
+_unwalled = 0
+_unwalled_why = ""
 
 
 def describe() -> str:
     """What the reports' ``environment`` says of the wall, for workers of this process."""
     if not wanted():
         return f"off ({ISOLATION_ENV}=off): workers can reach the harness and its providers"
-    if _missing is None and _walled == 0:
+    if _refused is None and _walled == 0:
         _probe()  # no worker started here (the jobs of a parallel run start them): try one
-    if _missing is not None:
-        return f"missing: {_missing}; detection only"
-    return "pid+mount namespaces, cgroup fs read-only, capabilities dropped"
+    if _refused is not None:
+        return f"missing: {_refused}; detection only"
+    walled = "pid+mount namespaces, cgroup fs read-only, capabilities dropped"
+    if _unwalled:
+        return f"{walled}; {_unwalled} worker(s) without it ({_unwalled_why})"
+    return walled
 
 
 def _probe() -> None:
     """Fork a child into new namespaces that exits at once: what the kernel would refuse."""
-    global _missing
+    global _refused
     flags = CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWUSER if os.geteuid() != 0 else 0)
     try:
         pid = _born.fork_into(None, namespaces=flags)
     except OSError as exc:
-        _missing = f"the kernel refused new PID/mount namespaces ({exc.strerror})"
+        _refused = f"the kernel refused new PID/mount namespaces ({exc.strerror})"
         return
     if pid is None:
         return  # no clone3 here, or threads: the workers say for themselves
@@ -184,10 +191,15 @@ def spawn(
     """Fork an init into new PID and mount namespaces (born in ``cgroup``), which walls
     itself in and forks the worker below it. Returns (the keeper, the worker's pid inside),
     the keeper's ``root`` being the worker's pid as the harness sees it; None when the wall
-    cannot be built here (``describe`` says why; nothing was forked)."""
-    global _missing, _walled
-    if _missing is not None and _walled == 0:
-        return None  # refused once before: not tried per worker
+    cannot be built here (``describe`` says why; nothing was forked).
+
+    ``clone3`` is used only while this process has one thread (``harness.engine._born``);
+    with more (a far-side watcher, a user's own), a go-between is forked first, which has
+    one, and it clones the init with ``CLONE_PARENT``: the init is this process's child all
+    the same, and the go-between is gone at once."""
+    global _refused, _walled, _unwalled, _unwalled_why
+    if _refused is not None:
+        return None  # refused once: not tried per worker
     report_r, report_w = os.pipe()
     hold_r, hold_w = os.pipe()
     userns = os.geteuid() != 0
@@ -199,21 +211,7 @@ def spawn(
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    try:
-        pid = _born.fork_into(cgroup, namespaces=flags)
-    except _born.NamespacesRefused as exc:
-        closing()
-        _missing = f"the kernel refused new PID/mount namespaces ({exc.strerror})"
-        return None
-    except OSError:
-        closing()
-        raise
-    if pid is None:
-        closing()
-        if _walled == 0:
-            _missing = "clone3 unavailable here (or the harness had threads at the fork)"
-        return None
-    if pid == 0:  # pragma: no cover - the init, which never returns
+    def init() -> NoReturn:  # pragma: no cover - the init, which never returns
         code = 1
         try:
             os.close(report_r)
@@ -222,24 +220,75 @@ def spawn(
             code = 0
         finally:
             os._exit(code)
+
+    pid: int | None = None
+    try:
+        if _born.single_threaded():
+            pid = _born.fork_into(cgroup, namespaces=flags)
+            if pid == 0:
+                init()
+        else:
+            _go_between(cgroup, flags, init, report_w)
+    except _born.NamespacesRefused as exc:
+        closing()
+        _refused = f"the kernel refused new PID/mount namespaces ({exc.strerror})"
+        return None
+    except OSError:
+        closing()
+        raise
+    if pid is None and _born._refused:
+        closing()
+        _refused = "no clone3 here (a kernel before 5.7, or a policy against it)"
+        return None
     os.close(report_w)
     os.close(hold_r)
-    keeper = _keeper.Keeper(pid, 0, report_r, hold_w)
-    line = keeper._line()
-    if line is None or not line.startswith(b"pid "):
-        keeper.release()
-        said = "" if line is None else line.decode(errors="replace")
-        _missing = f"the worker's namespaces could not be set up ({said or 'no answer'})"
+    keeper = _keeper.Keeper(pid or 0, 0, report_r, hold_w)
+    inner: int | None = None
+    said = "no answer"
+    while inner is None:
+        line = keeper._line()
+        if line is None or line.startswith(b"error "):
+            said = said if line is None else line[6:].decode(errors="replace")
+            break
+        if line.startswith(b"init "):
+            keeper.pid = int(line.split()[1])
+        elif line.startswith(b"pid "):
+            inner = int(line.split()[1])
+    if inner is None or keeper.pid <= 0:
+        keeper.release(wait=keeper.pid > 0)
+        if keeper.pid > 0 and not said.startswith("cgroup:"):
+            _refused = f"the worker's namespaces could not be set up ({said})"
+        else:  # this cgroup could not take it, or no init was made: this worker only
+            _unwalled += 1
+            _unwalled_why = said
         return None
-    inner = int(line.split()[1])
-    outer = _outer_pid(pid, inner)
+    outer = _outer_pid(keeper.pid, inner)
     if outer is None:
         keeper.release()
-        raise OSError(f"the wall's init {pid} forked no worker it could name")
+        raise OSError(f"the wall's init {keeper.pid} forked no worker it could name")
     keeper.root = outer
     _walled += 1
-    _missing = None
     return keeper, inner
+
+
+def _go_between(
+    cgroup: str | None, flags: int, init: Callable[[], NoReturn], report_fd: int
+) -> None:
+    """Fork a process with one thread that clones the init as this process's child and
+    says its pid on ``report_fd`` (or what went wrong), then exits; reap it."""
+    via = os.fork()
+    if via == 0:  # pragma: no cover - the go-between
+        try:
+            pid = _born.fork_into(cgroup, namespaces=flags | CLONE_PARENT)
+            if pid == 0:
+                init()
+            said = f"init {pid}" if pid else "error cgroup: clone3 refused it here"
+        except OSError as exc:
+            said = f"error {exc}"
+        with contextlib.suppress(OSError):
+            os.write(report_fd, f"{said}\n".encode())
+        os._exit(0)
+    os.waitpid(via, 0)
 
 
 def _outer_pid(init: int, inner: int) -> int | None:
