@@ -218,9 +218,11 @@ def test_stragglers_are_killed_and_counted(
         assert outcome.kind is OutcomeKind.COMPLETED
         assert outcome.stragglers == 1
         assert outcome.to_json()["stragglers"] == 1
-        assert not w.tree.members(), "a process of the worker outlived it"
+        # killed: behind the wall its namespace is torn down while the harness goes on
+        assert all(_tree.dying(p) for p in w.tree.members()), "a process outlived the worker"
         if wall == "off":  # behind the wall the pid it wrote down is its namespace's
             assert not _alive(daemon)
+    assert not w.tree.members(), "a process of the worker outlived the supervisor"
 
 
 def test_cgroups_of_a_dead_harness_are_swept(tmp_path: Path) -> None:
