@@ -11,9 +11,9 @@ out of its case's cgroup. So each worker is born (``clone3``, ``harness.engine._
   ends (the harness lets it go, or kills the cgroup) the kernel kills everything left in the
   namespace, so a daemon the worker double-forked dies with its case.
 - its own **mount namespace**: a fresh ``/proc`` showing only the case's processes; an
-  empty ``tmpfs`` over the scratch root (other runs' work dirs, the keepers' records) and
-  over the campaign's work dir (other cases, the providers' logs), with only this case's own
-  work dir bound back; every cgroup file system read-only.
+  empty ``tmpfs`` over the campaign's work dir (other cases, the providers' logs), with only
+  this case's own work dir bound back, and over every other run's work dir and the keepers'
+  records in the scratch root; every cgroup file system read-only.
 - fewer **capabilities** (a root worker too): every capability that could undo the above
   (``CAP_SYS_ADMIN`` for mount, umount, setns, unshare; ``CAP_SYS_PTRACE``,
   ``CAP_DAC_READ_SEARCH`` for ``open_by_handle_at``, ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``,
@@ -146,19 +146,34 @@ class View:
 
 
 def view_for(*, scratch: str | None, workdir: Path, own: Path) -> View:
-    """Hide the scratch root (other runs) and the campaign's ``workdir`` (other cases, the
-    providers' logs); keep the case's ``own`` work dir."""
+    """Hide the campaign's ``workdir`` (other cases, the providers' logs) and every other
+    run's work dir and record in the scratch root (``crash-harness-*``, ``.crash-harness-*``:
+    not the whole root, which may be a folder of the user's, ``CRASH_HARNESS_TMPDIR``);
+    keep the case's ``own`` work dir."""
     keep = os.path.realpath(own)
+    candidates = [str(workdir)]
+    if scratch is not None:
+        with contextlib.suppress(OSError):
+            candidates += [
+                e.path
+                for e in os.scandir(scratch)
+                if e.name.lstrip(".").startswith(_SCRATCH_PREFIX)
+                and e.is_dir(follow_symlinks=False)
+            ]
     hide: list[str] = []
-    for path in (scratch, str(workdir)):
-        if path is None or not os.path.isdir(path):
-            continue
+    for path in candidates:
         real = os.path.realpath(path)
-        if real == "/" or _under(real, keep) or any(_under(real, h) for h in hide):
-            continue  # never the case's own dir, nor twice
+        if not os.path.isdir(real) or real == "/" or _under(real, keep):
+            continue  # never the case's own dir
+        if any(_under(real, h) for h in hide):
+            continue
         hide = [h for h in hide if not _under(h, real)] + [real]
     kept = (keep,) if any(_under(keep, h) for h in hide) else ()
     return View(tuple(hide), kept)
+
+
+#: what every work dir and record the harness makes under the scratch root is named after
+_SCRATCH_PREFIX = "crash-harness-"
 
 
 def _under(path: str, top: str) -> bool:
