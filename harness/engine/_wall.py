@@ -7,7 +7,8 @@ out of its case's cgroup. So each worker is born (``clone3``, ``harness.engine._
 
 - its own **PID namespace**: it sees, signals and traces only its case's processes. PID 1 of
   the namespace is a small init (the keeper of ``harness.engine._keeper``: it reaps orphans and
-  reports the worker's wait status on a pipe), the worker is PID 2 below it. When the init
+  reports the worker's wait status on a pipe), the worker below it, numbered from the
+  init's pid on the host on (``_pids_go_on_from``: not 2 in every incarnation). When the init
   ends (the harness lets it go, or kills the cgroup) the kernel kills everything left in the
   namespace, so a daemon the worker double-forked dies with its case.
 - its own **mount namespace**: a fresh ``/proc`` showing only the case's processes; an
@@ -357,17 +358,33 @@ def _init(
             libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
             _map_identity(uid, gid)
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # the worker may not trace who reports on it
+        outer = int(os.readlink("/proc/self"))  # the host's /proc, still: its pid there
         _seal_fds(view, keep={report_fd, hold_fd})
         _mount_view(libc, view)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         os.write(report_fd, f"error {exc}\n".encode())
         return
+    _pids_go_on_from(outer)
 
     def worker(init: int) -> NoReturn:
         _harden_worker(libc)
         run_worker(init)
 
     _keeper._keeper(worker, report_fd, hold_fd, [report_fd, hold_fd])
+
+
+def _pids_go_on_from(outer: int) -> None:  # pragma: no cover - runs in the init
+    """Number the namespace's processes from ``outer`` (the init's pid on the host) on, not
+    from 2: every incarnation's worker would otherwise be PID 2, and a system that decides
+    "my predecessor is gone" by its recorded pid (a lock file, RQ's worker registry, the
+    rq_worker example's requeue of abandoned jobs) would find itself under its predecessor's
+    pid and think it alive. On a host pids are not reused that soon; here neither."""
+    try:
+        pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+        start = outer if outer < pid_max - 1000 else 300
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(start))
+    except (OSError, ValueError):
+        pass  # the worker is PID 2: a pid check across incarnations may mislead it
 
 
 def _map_identity(uid: int, gid: int) -> None:  # pragma: no cover - runs in the init
