@@ -144,6 +144,8 @@ class View:
 
     hide: tuple[str, ...]
     keep: tuple[str, ...]
+    #: files shown as /dev/null (the providers' logs in a work dir the user chose)
+    blank: tuple[str, ...] = ()
 
 
 def view_for(*, scratch: str | None, workdir: Path, own: Path) -> View:
@@ -152,7 +154,18 @@ def view_for(*, scratch: str | None, workdir: Path, own: Path) -> View:
     not the whole root, which may be a folder of the user's, ``CRASH_HARNESS_TMPDIR``);
     keep the case's ``own`` work dir."""
     keep = os.path.realpath(own)
-    candidates = [str(workdir)]
+    # a work dir the harness made is all its own; one the user chose (``workdir=`` in the
+    # settings) may hold the user's files too: there only the providers' logs are blanked
+    made = workdir.name.startswith(_SCRATCH_PREFIX)
+    candidates = [str(workdir)] if made else []
+    blank: list[str] = []
+    if not made:
+        with contextlib.suppress(OSError):
+            blank = [
+                os.path.realpath(e.path)
+                for e in os.scandir(workdir)
+                if e.name.startswith(_PROVIDER_LOG) and e.is_file(follow_symlinks=False)
+            ]
     if scratch is not None:
         with contextlib.suppress(OSError):
             candidates += [
@@ -170,11 +183,13 @@ def view_for(*, scratch: str | None, workdir: Path, own: Path) -> View:
             continue
         hide = [h for h in hide if not _under(h, real)] + [real]
     kept = (keep,) if any(_under(keep, h) for h in hide) else ()
-    return View(tuple(hide), kept)
+    return View(tuple(hide), kept, tuple(b for b in blank if not any(_under(b, h) for h in hide)))
 
 
 #: what every work dir and record the harness makes under the scratch root is named after
 _SCRATCH_PREFIX = "crash-harness-"
+#: what a provider's effect log (and its -wal, -shm, .stderr) in a campaign's work dir is named
+_PROVIDER_LOG = "provider-effects"
 
 
 def _under(path: str, top: str) -> bool:
@@ -408,9 +423,8 @@ def _seal_fds(view: View, *, keep: set[int]) -> None:  # pragma: no cover - runs
                 target = os.readlink(f"/proc/self/fd/{fd}")
             except OSError:
                 continue
-            if any(_under(target, h) for h in view.hide) and not any(
-                _under(target, k) for k in view.keep
-            ):
+            hidden = any(_under(target, h) for h in view.hide) or target in view.blank
+            if hidden and not any(_under(target, k) for k in view.keep):
                 os.dup2(null, fd)
     finally:
         os.close(null)
@@ -437,6 +451,8 @@ def _mount_view(libc: Any, view: View) -> None:  # pragma: no cover - runs in th
         os.makedirs(path, exist_ok=True)
         _mount(libc, f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, None)
         os.close(fd)
+    for path in view.blank:
+        _mount(libc, os.devnull, path, None, _MS_BIND, None)
     _cgroups_read_only(libc)
     _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
 
