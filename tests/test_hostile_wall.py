@@ -227,3 +227,36 @@ def test_a_harness_with_a_second_thread_still_walls_its_workers(tmp_path: Path) 
     assert out.kind is OutcomeKind.CRASHED_AS_PLANNED, out
     assert out.ns_pid is not None, out
     assert "without it" not in _wall.describe(), _wall.describe()
+
+
+def test_where_the_kernel_refuses_the_namespaces_workers_run_and_the_report_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel (or a container's policy) that refuses new namespaces: the worker runs
+    without the wall, its crash is classified as before, and the environment names what is
+    missing, once (not tried again per worker)."""
+    from harness.engine import _born
+
+    monkeypatch.setattr(_wall, "_refused", None)
+    monkeypatch.setattr(_wall, "_walled", 0)
+    tried: list[int] = []
+    real = _born.fork_into
+
+    def refusing(cgroup: str | None, *, namespaces: int = 0) -> int | None:
+        if namespaces:
+            tried.append(namespaces)
+            raise _born.NamespacesRefused(1, "Operation not permitted")
+        return real(cgroup, namespaces=namespaces)
+
+    monkeypatch.setattr(_born, "fork_into", refusing)
+    trace = tmp_path / "t.jsonl"
+    with Supervisor(workdir=tmp_path) as sup:
+        arms = [Arm("after_provider_accept", 1)]
+        outs = []
+        for name in ("w1", "w2"):
+            w = sup.start(name, _reaches_its_boundary, trace_path=trace, arms=arms)
+            outs.append(sup.wait(w, timeout_s=60, trace_path=trace))
+    assert [o.kind for o in outs] == [OutcomeKind.CRASHED_AS_PLANNED] * 2, outs
+    assert [o.ns_pid for o in outs] == [None, None], outs
+    assert len(tried) == 1, tried
+    assert _wall.describe().startswith("missing: the kernel refused new PID/mount namespaces")
