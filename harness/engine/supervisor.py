@@ -112,6 +112,12 @@ class WorkerOutcome:
     ns_pid: int | None = None
 
     @property
+    def trace_pid(self) -> int:
+        """The pid the worker's first process writes in its trace lines (behind the wall,
+        its namespace's: a number that may be another process's on the host)."""
+        return self.pid if self.ns_pid is None else self.ns_pid
+
+    @property
     def ended_normally(self) -> bool:
         """It finished (a worker that ends when its work is done), or the harness stopped it
         (a daemon): either way, any armed hit it never reached is not coming."""
@@ -338,7 +344,7 @@ class Supervisor:
     def ends_within(self, worker: RunningWorker, seconds: float) -> bool:
         """Whether the worker's first process ends within ``seconds`` (its pidfd turns
         ready); ``LifelineCut`` as soon as a lifeline ends instead."""
-        fd = os.pidfd_open(worker.pid)
+        fd = pidfd_of(worker.pid)
         try:
             return fd in self._poll([fd], seconds)
         finally:
@@ -541,7 +547,7 @@ class Supervisor:
 
     def wait(self, worker: RunningWorker, *, timeout_s: float, trace_path: Path) -> WorkerOutcome:
         """Block until the worker ends (or its deadline passes) and say how it ended."""
-        pidfd = os.pidfd_open(worker.pid)
+        pidfd = pidfd_of(worker.pid)
         try:
             ready = self._poll([pidfd], timeout_s)
             stack_dump: str | None = None
@@ -603,7 +609,7 @@ class Supervisor:
         """
         assert worker.events_fd is not None, "worker has no events pipe"
         deadline = time.monotonic() + timeout_s
-        pidfd = os.pidfd_open(worker.pid)
+        pidfd = pidfd_of(worker.pid)
         try:
             while b"\n" not in worker.pending:
                 left = max(0.0, deadline - time.monotonic())
@@ -638,7 +644,7 @@ class Supervisor:
             if b"\n" in worker.pending:
                 return worker, self._take_event(worker)
         deadline = time.monotonic() + timeout_s
-        pidfds = {w.pid: os.pidfd_open(w.pid) for w in workers}
+        pidfds = {w.pid: pidfd_of(w.pid) for w in workers}
         try:
             while True:
                 by_fd = {w.events_fd: w for w in workers if w.events_fd is not None}
@@ -758,7 +764,7 @@ class Supervisor:
         warm shutdown lets it finish or hand back the task at hand), SIGKILL to its whole
         tree if it has not ended ``grace_s`` later. Which of the two it took is recorded."""
         sent = time.monotonic()
-        pidfd = os.pidfd_open(worker.pid)
+        pidfd = pidfd_of(worker.pid)
         try:
             if wait_readable([pidfd], 0):  # it ended on its own first: say how, not "stopped"
                 return self.wait(worker, timeout_s=DUMP_GRACE_S, trace_path=trace_path)
@@ -771,7 +777,10 @@ class Supervisor:
                 reason=reason,
             )
             worker.stopped_by = sig.name
-            os.kill(worker.pid, sig)  # a zombie still takes a signal: no race with its end
+            # a zombie still takes a signal: no race with its end (a walled worker whose
+            # init was killed with its cgroup may be gone outright: the wait says how)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, sig)
             if not wait_readable([pidfd], grace_s):
                 worker.stopped_by = f"{sig.name}, then SIGKILL after {grace_s:g}s"
                 trace.append(
@@ -866,7 +875,9 @@ class Supervisor:
         crashes = [
             ev
             for ev in events
-            if ev.event == "crash" and (ev.pid == worker.pid or ev.worker == worker.name)
+            if ev.event == "crash"
+            # behind the wall a pid in the trace is its namespace's: only the name tells
+            and (ev.worker == worker.name or (worker.ns_pid is None and ev.pid == worker.pid))
         ]
         if sig != signal.SIGKILL:  # no planned crash dies any other way, whatever the trace says
             return WorkerOutcome(
@@ -958,13 +969,14 @@ def _await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> Non
     them, then the root, then itself; the root's death is what ``wait`` sees, and a walk from
     a reaped root finds nothing. The killer's own pid is on its crash line, so wait on that.
     """
+    own = worker.pid if worker.ns_pid is None else worker.ns_pid  # as its trace names it
     killers = {
         ev.pid
         for ev in events
-        if ev.event == "crash" and ev.worker == worker.name and ev.pid != worker.pid
+        if ev.event == "crash" and ev.worker == worker.name and ev.pid != own
     }
     if worker.ns_pid is not None and worker.tree is not None:  # the trace's pids are inner
-        killers = _wall.outer_pids(worker.tree.members(), killers - {worker.ns_pid})
+        killers = _wall.outer_pids(worker.tree.members(), killers)
     handles = []
     for pid in killers:
         with contextlib.suppress(OSError):  # already gone (and reaped): nothing to wait for
@@ -1007,6 +1019,19 @@ def _describe_arms(worker: RunningWorker) -> str:
         for a in worker.arms
     ]
     return ", ".join(arms) or "none"
+
+
+def pidfd_of(pid: int) -> int:
+    """A pidfd of a worker's first process, readable once it has ended. A walled worker is
+    its init's child, not the harness's: when the harness killed its cgroup, the init died
+    with it and reaped it, so it may be gone outright; then a descriptor that is readable
+    already (the worker's wait status comes from its init's pipe: SIGKILL)."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        r, w = os.pipe()
+        os.close(w)
+        return r
 
 
 def wait_readable(fds: list[int], timeout_s: float | None) -> list[int]:
