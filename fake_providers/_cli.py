@@ -24,7 +24,13 @@ from typing import Any, TypeVar
 import click
 
 from fake_providers._browse import PATH as BROWSE_PATH
-from fake_providers._credentials import ADMIN_TOKEN_ENV, MIN_FIXED_LENGTH, SECRET_ENV, check_fixed
+from fake_providers._credentials import (
+    ADMIN_TOKEN_ENV,
+    MIN_FIXED_LENGTH,
+    SECRET_ENV,
+    check_fixed,
+    not_dumpable,
+)
 from fake_providers._errors import ProviderError
 from fake_providers._identify import Identify
 from fake_providers._options import Option, parse_assignment
@@ -177,6 +183,7 @@ def serve(
     **flags: Any,
 ) -> None:
     """Run one fake provider in the foreground until Ctrl-C."""
+    not_dumpable()  # its admin token and audit out of reach of the processes it serves
     secret_from = f"--secret (or {SECRET_ENV})"
     token_from = f"--admin-token (or {ADMIN_TOKEN_ENV})"
     try:

@@ -6,12 +6,14 @@ callers count what the provider actually received instead of parsing JSON by han
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import requests
 
+from fake_providers._credentials import blank_secret
 from fake_providers._errors import ProviderError
 from fake_providers._records import ACCEPTED_OUTCOMES, Effect, FaultRule
 
@@ -29,6 +31,22 @@ def _params(filters: dict[str, FilterValue]) -> list[tuple[str, str]]:
     return params
 
 
+def forget_admin_tokens() -> None:
+    """In a process forked from one that holds admin clients (a worker, before the system
+    under test runs): every live ``AdminClient`` loses its token, and the token string's own
+    characters are blanked in this process's memory, so whatever else refers to it (the
+    ``ProviderProcess``, the harness's list of secrets) reads a blank too. The parent's
+    clients are untouched (copy-on-write)."""
+    for client in list(_LIVE):
+        token = client._session.headers.pop("X-Admin-Token", None)
+        if isinstance(token, str):
+            blank_secret(token)
+
+
+#: every AdminClient of this process (weakly): ``forget_admin_tokens`` clears them
+_LIVE: weakref.WeakSet[AdminClient] = weakref.WeakSet()
+
+
 class AdminClient:
     """Admin API of one provider at ``url``, authenticated with ``admin_token``."""
 
@@ -40,6 +58,7 @@ class AdminClient:
         # up in the environment on every call saves a harness a little on every case.
         self._session.trust_env = False
         self._session.headers["X-Admin-Token"] = admin_token
+        _LIVE.add(self)
 
     def __repr__(self) -> str:
         return f"AdminClient({self.url!r})"

@@ -202,3 +202,27 @@ def forget_env(names: Collection[str]) -> None:
         pass  # no libc environ to reach: the variables still leave os.environ
     for variable in names:
         os.environ.pop(variable, None)
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def not_dumpable() -> None:
+    """``PR_SET_DUMPABLE`` 0 for this process (a provider holding the admin token, the
+    harness): another process of the same user may then neither ptrace it nor read its
+    memory, environ or open files (``/proc/<pid>/mem``, ``fd``) without ``CAP_SYS_PTRACE``,
+    and it leaves no core dump with the secrets in it. A fork inherits it; an exec resets it."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def blank_secret(secret: str) -> None:
+    """Overwrite the characters of ``secret`` with NULs in this process's own copy of memory
+    (a forked worker's, copy-on-write: its parent's stays whole), so every reference to that
+    string object in this process reads a blank. Only an ASCII string: a token is one."""
+    if not secret.isascii() or len(secret) < MIN_FIXED_LENGTH:
+        return
+    import sys
+
+    offset = sys.getsizeof("") - 1  # a compact ASCII string's characters follow its header
+    ctypes.memset(id(secret) + offset, 0, len(secret))

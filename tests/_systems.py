@@ -285,6 +285,10 @@ HOSTILE_SOURCES_ENV = "CH_TEST_HOSTILE_SOURCES"
 HOSTILE_TWICE_ENV = "CH_TEST_HOSTILE_TWICE"
 
 
+#: the admin clients RESETS_EPOCH found in its memory (with or without a token)
+_FOUND_CLIENTS: list[str] = []
+
+
 def _token_candidates(config: WorkerConfig, sources: set[str]) -> list[tuple[str, str]]:
     """``(where, token)`` for everything that might open the provider's admin API."""
     from fake_providers._credentials import ADMIN_TOKEN_ENV
@@ -321,8 +325,9 @@ def _token_candidates(config: WorkerConfig, sources: set[str]) -> list[tuple[str
 
         for obj in gc.get_objects():
             if isinstance(obj, AdminClient):
+                _FOUND_CLIENTS.append(repr(obj))
                 token = obj._session.headers.get("X-Admin-Token")
-                if isinstance(token, str | bytes):
+                if isinstance(token, str | bytes) and token:
                     found.append(("inherited AdminClient", str(token)))
     return found
 
@@ -360,7 +365,9 @@ def _resets_epoch(config: WorkerConfig) -> None:
     sources = set(os.environ.get(HOSTILE_SOURCES_ENV, "environ").split(","))
     base = config.provider_url.split("/epoch/", 1)[0]
     report: dict[str, Any] = {"sent_twice": len(worker.sent), "tried": [], "reset_to": None}
-    for where, token in _token_candidates(config, sources):
+    candidates = _token_candidates(config, sources)
+    report["found_clients"] = len(_FOUND_CLIENTS)
+    for where, token in candidates:
         answer = requests.post(f"{base}/_admin/reset", headers={"X-Admin-Token": token}, timeout=10)
         report["tried"].append([where, answer.status_code])
         if answer.status_code == 200:

@@ -47,6 +47,7 @@ GOAL_FIGURES = {
     ],
     "bench_jobs": ["sweep --jobs 2 / --jobs 1 speed-up"],
     "bench_cycle": ["crash-restart cycle / bare fork+commit+POST+kill"],
+    "bench_wall": ["crash-restart cycle behind the wall / bare"],
     "bench_schedule_cost": ["CPU a worker incarnation / bare fork+kill+reap"],
     # the quick form sweeps depth 1, which has no goal: the depth-2 figure is make bench's
     "bench_sweep_explore": [

@@ -4,7 +4,10 @@ boundary, hits are counted across the tree, and nothing outlives a worker.
 The worker here behaves like an RQ worker: a long-lived pool child, and each job run in a
 forked work-horse that moves itself into a new session (so neither its process group nor its
 session is the worker's). Every test runs in both ways of finding a tree: the worker's own
-cgroup, and the walk over /proc.
+cgroup, and the walk over /proc. Both run without the wall (``CRASH_HARNESS_ISOLATION=off``):
+these tests check the pids the worker's processes write down from the harness's side, and
+behind the wall those are its own PID namespace's (tests/test_hostile_wall.py holds the wall
+to the same: nothing of a walled worker outlives it).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pytest
 from harness import boundary
 from harness.engine import _tree, trace
 from harness.engine._boundary import Arm
+from harness.engine._wall import ISOLATION_ENV
 from harness.engine.supervisor import TREE_MODE_ENV, OutcomeKind, Supervisor
 
 
@@ -60,6 +64,7 @@ def tree_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     if mode == "cgroup" and _tree.cgroup2_base() is None:
         pytest.skip("this process may not create cgroups here")
     monkeypatch.setenv(TREE_MODE_ENV, mode)
+    monkeypatch.setenv(ISOLATION_ENV, "off")
     return mode
 
 
@@ -193,11 +198,16 @@ def _leaves_a_daemon(outdir: Path) -> None:
     (outdir / "daemon.pid").write_text(str(child))
 
 
-def test_stragglers_are_killed_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker that ends leaving a process behind: the harness kills it and says so."""
+@pytest.mark.parametrize("wall", ["on", "off"])
+def test_stragglers_are_killed_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wall: str
+) -> None:
+    """A worker that ends leaving a process behind: the harness kills it and says so (behind
+    the wall too, where its init is no straggler)."""
     if _tree.cgroup2_base() is None:
         pytest.skip("only a cgroup finds a process whose parent is gone")
     monkeypatch.delenv(TREE_MODE_ENV, raising=False)
+    monkeypatch.setenv(ISOLATION_ENV, wall)
     out = tmp_path / "out"
     out.mkdir()
     t = tmp_path / "trace.jsonl"
@@ -208,7 +218,11 @@ def test_stragglers_are_killed_and_counted(tmp_path: Path, monkeypatch: pytest.M
         assert outcome.kind is OutcomeKind.COMPLETED
         assert outcome.stragglers == 1
         assert outcome.to_json()["stragglers"] == 1
-        assert not _alive(daemon)
+        # killed: behind the wall its namespace is torn down while the harness goes on
+        assert all(_tree.dying(p) for p in w.tree.members()), "a process outlived the worker"
+        if wall == "off":  # behind the wall the pid it wrote down is its namespace's
+            assert not _alive(daemon)
+    assert not w.tree.members(), "a process of the worker outlived the supervisor"
 
 
 def test_cgroups_of_a_dead_harness_are_swept(tmp_path: Path) -> None:

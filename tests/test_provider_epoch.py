@@ -28,6 +28,7 @@ from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, SECRET
 from fake_providers._effect_log import EffectLog
 from harness.cli import main
 from harness.engine._case import Landing, StepRecord
+from harness.engine._wall import ISOLATION_ENV
 from harness.engine.campaign import _verdict
 from harness.engine.supervisor import OutcomeKind, WorkerOutcome
 from harness.invariants import CheckResult, Status
@@ -43,7 +44,7 @@ USERS_OWN_TOKEN = "users-own-admin-token-0123456789"
 
 
 def _certify_hostile(
-    tmp_path: Path, sources: str, *, twice: bool = True
+    tmp_path: Path, sources: str, *, twice: bool = True, wall: str = "on"
 ) -> tuple[int, str, dict[str, Any], dict[str, Any]]:
     """``certify --case baseline`` of the hostile worker; (exit, output, its report, case)."""
     hostile = tmp_path / "hostile.json"
@@ -59,6 +60,7 @@ def _certify_hostile(
             HOSTILE_SOURCES_ENV: sources,
             HOSTILE_TWICE_ENV: "1" if twice else "0",
             ADMIN_TOKEN_ENV: USERS_OWN_TOKEN,
+            ISOLATION_ENV: wall,
         },
     )
     proc = subprocess.run(
@@ -99,40 +101,60 @@ def test_a_worker_finds_no_admin_token_in_any_environment_it_can_read(tmp_path: 
     assert case["invariants"]["exactly_once_effect"]["status"] == "fail", case
 
 
-def test_a_reset_the_harness_did_not_make_is_evidence_and_hides_nothing(tmp_path: Path) -> None:
-    """A forked worker still holds the harness's admin client in its memory: with it, it
-    resets the provider and sends each message once more in the new epoch. The harness
-    judges the case's own epoch (the duplicates are a violation) and names the change."""
-    code, printed, hostile, case = _certify_hostile(tmp_path, "environ,memory")
-    assert hostile["reset_to"] is not None, hostile
+@pytest.mark.parametrize("wall", ["on", "off"])
+def test_a_forked_worker_finds_no_admin_token_in_the_memory_it_inherited(
+    tmp_path: Path, wall: str
+) -> None:
+    """A forked worker walks the memory it inherited from the harness for its admin client:
+    the client is there, its token is not (cleared, and the string's bytes blanked in the
+    worker's copy before the worker's code runs), with or without the wall; no reset, and the
+    duplicates in the case's epoch are a violation (8213f3e: it reset the epoch)."""
+    code, printed, hostile, case = _certify_hostile(tmp_path, "environ,memory", wall=wall)
+    assert hostile["reset_to"] is None, hostile
+    assert hostile["found_clients"] > 0, hostile  # it did find the harness's client
+    assert not any(where == "inherited AdminClient" for where, _ in hostile["tried"]), hostile
     assert code == 1, printed
     assert case["invariants"]["exactly_once_effect"]["status"] == "fail", case
-    moved = [n for n in case["notes"] if "epoch moved from" in n]
-    assert moved, case["notes"]
-    assert f"to {hostile['reset_to']}" in moved[0], case["notes"]
+    assert not [n for n in case["notes"] if "epoch moved from" in n], case["notes"]
 
 
-def test_a_reset_alone_makes_the_case_unknown_never_a_pass(tmp_path: Path) -> None:
-    """Each message sent once, then the provider reset: nothing in the case's epoch is
-    wrong, but an epoch change the harness did not make means its evidence can be doubted:
-    unknown (exit 3), with the note naming both epochs (05909b5: exit 0)."""
+def test_a_worker_sending_once_that_tries_a_reset_passes_with_its_epoch_unmoved(
+    tmp_path: Path,
+) -> None:
+    """Each message sent once, then a reset tried with whatever its memory holds: nothing
+    opens the admin API, so the epoch is the case's own and the case is judged on it (the
+    detection of a reset the harness did not make, which made this unknown on 8213f3e, is
+    held by test_an_epoch_change_turns_a_would_be_pass_into_unknown_and_keeps_a_failure)."""
     code, printed, hostile, case = _certify_hostile(tmp_path, "environ,memory", twice=False)
-    assert hostile["reset_to"] is not None, hostile
-    assert code == 3, printed
-    assert case["verdict"] == "unknown", case
-    judged = case["invariants"]["exactly_once_effect"]
-    assert judged["status"] == "unknown", case
-    assert "as judged on epoch" in judged["summary"], judged
-    moved = [n for n in case["notes"] if "epoch moved from" in n]
-    assert moved, case["notes"]
+    assert hostile["reset_to"] is None, hostile
+    assert code == 0, printed
+    assert case["verdict"] == "pass", case
+    assert not [n for n in case["notes"] if "epoch moved from" in n], case["notes"]
+
+
+def test_a_walled_worker_cannot_reach_the_providers_log_file(tmp_path: Path) -> None:
+    """Behind the wall the worker's /proc shows no provider and the campaign's work dir is an
+    empty tmpfs: it deletes nothing, and its duplicates fail the case (8213f3e: it deleted
+    them and the case was unknown)."""
+    code, printed, hostile, case = _certify_hostile(tmp_path, "environ,logfile")
+    assert hostile["reset_to"] is None, hostile
+    assert hostile["deleted"] == 0, hostile
+    assert code == 1, printed
+    assert case["verdict"] == "fail", case
 
 
 def test_a_worker_that_edits_the_providers_log_file_gets_no_pass(tmp_path: Path) -> None:
-    """No token to be had, it deletes its second copies from the log file itself (a file
-    of the same user): the provider's audit names the deleted records, the case is unknown
-    (05909b5: exit 0, the edited file was taken for the provider's word)."""
-    code, printed, hostile, case = _certify_hostile(tmp_path, "environ,logfile")
+    """Without the wall (a kernel that refuses namespaces) and as root (CAP_SYS_PTRACE reads
+    a non-dumpable provider's open files), it deletes its second copies from the log file
+    itself: the provider's audit names the deleted records, the case is unknown (05909b5:
+    exit 0, the edited file was taken for the provider's word). Not root: the provider's
+    PR_SET_DUMPABLE 0 hides its open files, and the duplicates fail the case."""
+    code, printed, hostile, case = _certify_hostile(tmp_path, "environ,logfile", wall="off")
     assert hostile["reset_to"] is None, hostile
+    if os.geteuid() != 0:
+        assert hostile["deleted"] == 0, hostile
+        assert code == 1, printed
+        return
     assert hostile["deleted"] == hostile["sent_twice"] > 0, hostile
     assert code == 3, printed
     assert case["verdict"] == "unknown", case

@@ -30,6 +30,7 @@ import signal
 
 _SYS_CLONE3 = 435  # the same number on every architecture (the unified syscall table)
 _CLONE_INTO_CGROUP = 0x200000000
+_CLONE_PARENT = 0x00008000
 
 
 class _CloneArgs(ctypes.Structure):
@@ -49,6 +50,10 @@ class _CloneArgs(ctypes.Structure):
             "cgroup",
         )
     ]
+
+
+class NamespacesRefused(OSError):
+    """The kernel (or a policy) refused the new namespaces asked of ``fork_into``."""
 
 
 #: True once the kernel refused clone3 here (never tried again)
@@ -79,11 +84,14 @@ def single_threaded() -> bool:
     return False
 
 
-def fork_into(cgroup_dir: str) -> int | None:
-    """Fork this process with the child born in ``cgroup_dir``: like ``os.fork`` (the pid in
-    the parent, 0 in the child), or None when that cannot be done safely here (then nothing
-    was forked). Raises ``OSError`` for a failure that a plain fork would meet too
-    (``EAGAIN``, ``ENOMEM``)."""
+def fork_into(cgroup_dir: str | None, *, namespaces: int = 0) -> int | None:
+    """Fork this process with the child born in ``cgroup_dir`` (None: in this process's
+    cgroup) and, with ``namespaces`` (``CLONE_NEW*`` flags), in new namespaces: like
+    ``os.fork`` (the pid in the parent, 0 in the child), or None when that cannot be done
+    safely here (then nothing was forked). Raises ``OSError`` for a failure that a plain fork
+    would meet too (``EAGAIN``, ``ENOMEM``). A refusal of the namespaces alone (``EPERM``,
+    ``EINVAL``) is raised as ``NamespacesRefused``, and does not stop later calls without
+    them."""
     global _refused
     if _refused or not single_threaded():
         return None
@@ -91,11 +99,16 @@ def fork_into(cgroup_dir: str) -> int | None:
     if syscall is None:
         _refused = True
         return None
-    try:
-        dirfd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    args = _CloneArgs(flags=_CLONE_INTO_CGROUP, exit_signal=int(signal.SIGCHLD), cgroup=dirfd)
+    dirfd = -1
+    if cgroup_dir is not None:
+        try:
+            dirfd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+    flags = namespaces | (_CLONE_INTO_CGROUP if dirfd >= 0 else 0)
+    # with CLONE_PARENT the child takes its parent's exit signal: clone3 wants none given
+    exit_signal = 0 if flags & _CLONE_PARENT else int(signal.SIGCHLD)
+    args = _CloneArgs(flags=flags, exit_signal=exit_signal, cgroup=max(dirfd, 0))
     api = ctypes.pythonapi
     api.PyOS_BeforeFork()
     pid = int(syscall(_SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args)))
@@ -104,9 +117,12 @@ def fork_into(cgroup_dir: str) -> int | None:
         api.PyOS_AfterFork_Child()
     else:
         api.PyOS_AfterFork_Parent()
-    os.close(dirfd)
+    if dirfd >= 0:
+        os.close(dirfd)
     if pid >= 0:
         return pid
+    if namespaces and err in (errno.EPERM, errno.EINVAL, errno.ENOSPC, errno.EUSERS):
+        raise NamespacesRefused(err, os.strerror(err))
     if err in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG, errno.EOPNOTSUPP):
         # no clone3 here, no CLONE_INTO_CGROUP, or a policy against it: the migrating fork
         # still works, so fall back for good

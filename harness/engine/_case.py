@@ -46,6 +46,7 @@ from harness.engine.supervisor import (
     Supervisor,
     WorkerEvent,
     WorkerOutcome,
+    pidfd_of,
     wait_readable,
 )
 from harness.engine.workload import Workload
@@ -223,7 +224,9 @@ class CaseContext:
             (
                 ev
                 for ev in trace.read(self.trace_path)
-                if ev.event == "crash" and ev.worker == outcome.worker and ev.pid != outcome.pid
+                if ev.event == "crash"
+                and ev.worker == outcome.worker
+                and ev.pid != outcome.trace_pid
             ),
             None,
         )
@@ -735,7 +738,7 @@ def _size(path: Path) -> int:
 
 def _ends_within(worker: RunningWorker, seconds: float) -> bool:
     """Whether the worker's first process ends within ``seconds`` (its pidfd turns ready)."""
-    fd = os.pidfd_open(worker.pid)
+    fd = pidfd_of(worker.pid)
     try:
         return bool(wait_readable([fd], seconds))
     finally:

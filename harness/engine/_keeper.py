@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import os
 import signal
@@ -52,6 +53,8 @@ class Keeper:
     pending: bytes = b""
     status: int | None = None
     record: Path | None = field(default=None, repr=False)
+    #: let go without waiting: whoever did that reaps it
+    reaped_elsewhere: bool = False
 
     def wait_status(self) -> int:
         """The worker's wait status (blocks until its first process has ended). A keeper that
@@ -64,14 +67,18 @@ class Keeper:
                 self.status = int(line.split()[1])
         return self.status
 
-    def release(self) -> None:
-        """Let the keeper go: it kills anything still under it, reaps, and exits."""
+    def release(self, *, wait: bool = True) -> None:
+        """Let the keeper go: it kills anything still under it, reaps, and exits. Without
+        ``wait`` its end is not waited for (the caller reaps it later)."""
         if self.hold_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.hold_fd)
             self.hold_fd = -1
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        if not wait:
+            self.reaped_elsewhere = True
+        elif not self.reaped_elsewhere:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
         if self.report_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.report_fd)
@@ -92,6 +99,13 @@ class Keeper:
             self.pending += chunk
         line, _, self.pending = self.pending.partition(b"\n")
         return line
+
+
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """libc, looked up once in the harness: a ``ctypes.CDLL`` made in every keeper cost each
+    one 0.2 ms."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def spawn(run_worker: Callable[[int], NoReturn], *, close_in_worker: Iterable[int]) -> Keeper:
@@ -133,8 +147,7 @@ def _keeper(
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # a Ctrl-C to the harness's group is the harness's to handle
     saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _IGNORED}
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         return  # no report: the harness raises, and no worker ever ran
     me = os.getpid()
     root = os.fork()
@@ -147,6 +160,7 @@ def _keeper(
         run_worker(me)
     with contextlib.suppress(OSError):
         os.setpgid(root, root)
+    os.write(report_fd, f"pid {root}\n".encode())  # first: the harness goes on meanwhile
     # hold nothing of the harness's: a pipe or socket kept open here would hide its end. No
     # collection from here on: a harness object's finalizer would close a number reused here.
     gc.disable()
@@ -159,7 +173,6 @@ def _keeper(
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD wakes the poll
-    os.write(report_fd, f"pid {root}\n".encode())
     reported = False
     while True:
         if not reported:
@@ -175,6 +188,8 @@ def _keeper(
                 os.read(wake_r, 4096)
             if hold_fd in ready and not os.read(hold_fd, 4096):
                 break  # the harness is done with this worker, or is dead
+    if me == 1:  # the init of a walled worker's PID namespace: its exit kills the rest
+        return
     _tree.kill_descendants(me)  # each killed and awaited (bounded): none can run any more
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:  # no wait on one stuck in the kernel: init reaps

@@ -59,8 +59,8 @@ class ProcessTree:
 
     def members(self) -> set[int]:
         """Every live process of the worker (the root included while it lives)."""
-        if self.cgroup is not None:
-            return _cgroup_members(self.cgroup)
+        if self.cgroup is not None:  # the wall's init (a keeper in the cgroup) is not one
+            return _cgroup_members(self.cgroup) - {self.keeper}
         if self.keeper is not None:
             return _descendants(self.keeper) - {self.keeper}
         return _descendants(self.root)

@@ -44,7 +44,19 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.engine import _born, _boundary, _keeper, _leftovers, _secrets, _tree, trace
+from fake_providers._client import forget_admin_tokens
+from fake_providers._credentials import not_dumpable
+from harness.engine import (
+    _born,
+    _boundary,
+    _keeper,
+    _leftovers,
+    _scratch,
+    _secrets,
+    _tree,
+    _wall,
+    trace,
+)
 from harness.engine._boundary import Arm
 from harness.engine._lifeline import PULSE_TICK_S, Lifelines
 from harness.engine._tree import ProcessTree
@@ -62,6 +74,7 @@ STDERR_TAIL_BYTES = 4000
 STACK_DUMP_BYTES = 64 * 1024
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 
 #: set to ``walk`` to find worker trees by walking /proc even where cgroups are available
 TREE_MODE_ENV = "CRASH_HARNESS_TREE"
@@ -107,6 +120,15 @@ class WorkerOutcome:
     #: why the death was classified as it was, when that is not plain from the kind (an
     #: unplanned SIGKILL whose crash line matched no arm)
     note: str | None = None
+    #: behind the wall (``harness.engine._wall``): the first process's pid in its own PID
+    #: namespace, as its trace lines name it (None: ``pid`` is what they say)
+    ns_pid: int | None = None
+
+    @property
+    def trace_pid(self) -> int:
+        """The pid the worker's first process writes in its trace lines (behind the wall,
+        its namespace's: a number that may be another process's on the host)."""
+        return self.pid if self.ns_pid is None else self.ns_pid
 
     @property
     def ended_normally(self) -> bool:
@@ -159,6 +181,9 @@ class RunningWorker:
     crash_released: bool = False
     #: how the harness stopped this (daemon) worker: "SIGTERM", or "SIGTERM then SIGKILL"
     stopped_by: str | None = None
+    #: behind the wall: the first process's pid inside its PID namespace (its trace's pids
+    #: are the namespace's); None outside
+    ns_pid: int | None = None
 
     def close_pipes(self) -> None:
         for fd in (self.events_fd, self.control_fd):
@@ -254,6 +279,15 @@ def _prctl() -> Any:
     return ctypes.CDLL(None, use_errno=True).prctl
 
 
+def _scratch_root() -> str | None:
+    """The scratch root other runs' work dirs are in (the wall hides it): an unusable
+    ``CRASH_HARNESS_TMPDIR`` was refused long before a worker starts."""
+    try:
+        return _scratch.scratch_root()
+    except Exception:
+        return None
+
+
 def _die_with_parent(parent_pid: int) -> None:
     _prctl()(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
@@ -265,12 +299,15 @@ class Supervisor:
 
     def __init__(self, *, workdir: Path) -> None:
         self.workdir = workdir
+        not_dumpable()  # no worker may ptrace the harness or read its memory (a floor)
         self._live: dict[int, RunningWorker] = {}
         self._cgroup_parent: str | None = None
         self._cgroup_owner = os.getpid()
         self._cgroup_checked = False
         self._guard: subprocess.Popen[bytes] | None = None
         self._started = 0
+        #: walled workers' inits let go and not yet reaped, with their cgroups
+        self._ending: list[tuple[int, str]] = []
         #: how each worker reached its cgroup (``harness.engine._born``): benchmarks print it
         self.births: collections.Counter[str] = collections.Counter()
         #: processes the workers cannot do without (the provider): every wait for a worker
@@ -300,6 +337,7 @@ class Supervisor:
         keepers, the guard, the providers it watches, children it had before): none of them
         is a leftover."""
         known = set(self._live) | self._before | self.lifelines.pids
+        known |= {pid for pid, _ in self._ending}  # walled workers' inits, let go
         known |= {w.keeper.pid for w in self._live.values() if w.keeper is not None}
         if self._guard is not None:
             known.add(self._guard.pid)
@@ -369,7 +407,7 @@ class Supervisor:
     def ends_within(self, worker: RunningWorker, seconds: float) -> bool:
         """Whether the worker's first process ends within ``seconds`` (its pidfd turns
         ready); ``LifelineCut`` as soon as a lifeline ends instead."""
-        fd = os.pidfd_open(worker.pid)
+        fd = pidfd_of(worker.pid)
         try:
             return fd in self._poll([fd], seconds)
         finally:
@@ -400,6 +438,7 @@ class Supervisor:
         stderr_path = logdir / f"{name}.stderr"
         parent = os.getpid()
         self._started += 1
+        self._reap_ended(block=False)
         cgroups = self._cgroups()
         cgroup = None if cgroups is None else _tree.make_cgroup(cgroups, f"{name}-{self._started}")
         events_r, events_w = os.pipe()
@@ -407,10 +446,14 @@ class Supervisor:
         sys.stdout.flush()
         sys.stderr.flush()
         _prctl()  # here, not in each child
+        _keeper.libc()  # and in each keeper
         _secrets.ready_to_forget()
+        walled = _wall.wanted()
+        if walled:
+            _wall.prepare()
 
         def run_worker(  # pragma: no cover
-            parent: int, keeper: int | None, *, born_inside: bool = False
+            parent: int, keeper: int | None, *, born_inside: bool = False, walled: bool = False
         ) -> NoReturn:
             os.close(events_r)
             os.close(control_w)
@@ -428,8 +471,10 @@ class Supervisor:
                 stderr_path=stderr_path,
                 events_fd=events_w,
                 control_fd=control_r,
-                cgroup=cgroup,
-                born_inside=born_inside,
+                # behind the wall the worker finds its own tree from its init (PID 1), and
+                # its cgroup's files are read-only to it
+                cgroup=None if walled else cgroup,
+                born_inside=born_inside or walled,
                 keeper=keeper,
                 counter_dir=logdir / f"{name}.hits",
                 hooks=hooks,
@@ -437,8 +482,19 @@ class Supervisor:
 
         keeper: _keeper.Keeper | None = None
         born_inside = False
+        ns_pid: int | None = None
         try:
-            if cgroup is None:  # walk mode: a keeper above the worker holds its orphans
+            got = None
+            if walled:  # an init in the worker's own namespaces, born in its cgroup
+                view = _wall.view_for(scratch=_scratch_root(), workdir=self.workdir, own=logdir)
+                got = _wall.spawn(lambda k: run_worker(k, k, walled=True), cgroup=cgroup, view=view)
+            if got is not None:
+                keeper, ns_pid = got
+                pid = keeper.root
+                _GUARD_FDS.update((keeper.hold_fd, keeper.report_fd))
+                if cgroup is not None:
+                    self.births["born in its cgroup"] += 1
+            elif cgroup is None:  # walk mode: a keeper above the worker holds its orphans
                 keeper = _keeper.spawn(lambda k: run_worker(k, k), close_in_worker=())
                 pid = keeper.root
                 _GUARD_FDS.update((keeper.hold_fd, keeper.report_fd))
@@ -470,6 +526,7 @@ class Supervisor:
             control_fd=control_w,
             tree=ProcessTree(pid, cgroup, None if keeper is None else keeper.pid),
             keeper=keeper,
+            ns_pid=ns_pid,
         )
         self._live[pid] = worker
         trace.append(
@@ -515,6 +572,8 @@ class Supervisor:
                 cgroup = None
             _die_with_parent(parent)
             _secrets.forget_provider_secrets()  # a provider's admin token is not the worker's
+            forget_admin_tokens()  # nor the harness's admin clients it inherited
+            _prctl()(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own (the harness's is 0)
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
             out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -553,7 +612,7 @@ class Supervisor:
 
     def wait(self, worker: RunningWorker, *, timeout_s: float, trace_path: Path) -> WorkerOutcome:
         """Block until the worker ends (or its deadline passes) and say how it ended."""
-        pidfd = os.pidfd_open(worker.pid)
+        pidfd = pidfd_of(worker.pid)
         try:
             ready = self._poll([pidfd], timeout_s)
             stack_dump: str | None = None
@@ -575,6 +634,7 @@ class Supervisor:
         outcome = self._classify(worker, status, events, ended, stack_dump)
         outcome.stragglers = len(left)
         outcome.left = left
+        outcome.ns_pid = worker.ns_pid
         trace.append(
             trace_path,
             event="exit",
@@ -615,7 +675,7 @@ class Supervisor:
         """
         assert worker.events_fd is not None, "worker has no events pipe"
         deadline = time.monotonic() + timeout_s
-        pidfd = os.pidfd_open(worker.pid)
+        pidfd = pidfd_of(worker.pid)
         try:
             while b"\n" not in worker.pending:
                 left = max(0.0, deadline - time.monotonic())
@@ -650,7 +710,7 @@ class Supervisor:
             if b"\n" in worker.pending:
                 return worker, self._take_event(worker)
         deadline = time.monotonic() + timeout_s
-        pidfds = {w.pid: os.pidfd_open(w.pid) for w in workers}
+        pidfds = {w.pid: pidfd_of(w.pid) for w in workers}
         try:
             while True:
                 by_fd = {w.events_fd: w for w in workers if w.events_fd is not None}
@@ -747,8 +807,18 @@ class Supervisor:
         if remaining:
             worker.tree.kill()
         if worker.tree.cgroup is not None:
-            worker.tree.wait_empty(DUMP_GRACE_S)
-            _tree.remove_cgroup(worker.tree.cgroup)
+            if worker.keeper is not None and worker.ns_pid is not None:
+                # The wall's init: let go, it exits and the kernel ends its namespaces (every
+                # process left in it is killed already). Tearing the namespaces down costs
+                # ~9 ms (the mount namespace's unmounts wait for RCU), so the harness does
+                # not wait: the init is reaped, and its cgroup removed, at the next start
+                # (``known_pids`` keeps it from being taken for a leftover meanwhile).
+                _GUARD_FDS.difference_update((worker.keeper.hold_fd, worker.keeper.report_fd))
+                worker.keeper.release(wait=False)
+                self._ending.append((worker.keeper.pid, worker.tree.cgroup))
+            else:
+                tree.wait_empty(DUMP_GRACE_S)
+                _tree.remove_cgroup(worker.tree.cgroup)
         out = [
             _leftovers.Leftover(
                 pid,
@@ -777,7 +847,7 @@ class Supervisor:
         warm shutdown lets it finish or hand back the task at hand), SIGKILL to its whole
         tree if it has not ended ``grace_s`` later. Which of the two it took is recorded."""
         sent = time.monotonic()
-        pidfd = os.pidfd_open(worker.pid)
+        pidfd = pidfd_of(worker.pid)
         try:
             if wait_readable([pidfd], 0):  # it ended on its own first: say how, not "stopped"
                 return self.wait(worker, timeout_s=DUMP_GRACE_S, trace_path=trace_path)
@@ -790,7 +860,10 @@ class Supervisor:
                 reason=reason,
             )
             worker.stopped_by = sig.name
-            os.kill(worker.pid, sig)  # a zombie still takes a signal: no race with its end
+            # a zombie still takes a signal: no race with its end (a walled worker whose
+            # init was killed with its cgroup may be gone outright: the wait says how)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, sig)
             if not wait_readable([pidfd], grace_s):
                 worker.stopped_by = f"{sig.name}, then SIGKILL after {grace_s:g}s"
                 trace.append(
@@ -885,7 +958,9 @@ class Supervisor:
         crashes = [
             ev
             for ev in events
-            if ev.event == "crash" and (ev.pid == worker.pid or ev.worker == worker.name)
+            if ev.event == "crash"
+            # behind the wall a pid in the trace is its namespace's: only the name tells
+            and (ev.worker == worker.name or (worker.ns_pid is None and ev.pid == worker.pid))
         ]
         if sig != signal.SIGKILL:  # no planned crash dies any other way, whatever the trace says
             return WorkerOutcome(
@@ -925,9 +1000,27 @@ class Supervisor:
             **common,
         )
 
+    def _reap_ended(self, *, block: bool) -> None:
+        """Reap the inits of walled workers that were let go (waiting for each with
+        ``block``), and remove their cgroups."""
+        still: list[tuple[int, str]] = []
+        for pid, cgroup in self._ending:
+            try:
+                done = os.waitpid(pid, 0 if block else os.WNOHANG)[0] == pid
+            except ChildProcessError:
+                done = True
+            if not done:
+                still.append((pid, cgroup))
+                continue
+            tree = ProcessTree(pid, cgroup)
+            tree.wait_empty(DUMP_GRACE_S)
+            _tree.remove_cgroup(cgroup)
+        self._ending = still
+
     def kill_all(self) -> None:
         """SIGKILL every process group this supervisor started and reap it."""
         self.kill_live()
+        self._reap_ended(block=True)
         # a forked job process inherits this object; only the creator removes the directory
         if self._cgroup_parent is not None and self._cgroup_owner == os.getpid():
             _tree.remove_cgroup(self._cgroup_parent)
@@ -967,11 +1060,14 @@ def _await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> Non
     them, then the root, then itself; the root's death is what ``wait`` sees, and a walk from
     a reaped root finds nothing. The killer's own pid is on its crash line, so wait on that.
     """
+    own = worker.pid if worker.ns_pid is None else worker.ns_pid  # as its trace names it
     killers = {
         ev.pid
         for ev in events
-        if ev.event == "crash" and ev.worker == worker.name and ev.pid != worker.pid
+        if ev.event == "crash" and ev.worker == worker.name and ev.pid != own
     }
+    if worker.ns_pid is not None and worker.tree is not None:  # the trace's pids are inner
+        killers = _wall.outer_pids(worker.tree.members(), killers)
     handles = []
     for pid in killers:
         with contextlib.suppress(OSError):  # already gone (and reaped): nothing to wait for
@@ -1014,6 +1110,19 @@ def _describe_arms(worker: RunningWorker) -> str:
         for a in worker.arms
     ]
     return ", ".join(arms) or "none"
+
+
+def pidfd_of(pid: int) -> int:
+    """A pidfd of a worker's first process, readable once it has ended. A walled worker is
+    its init's child, not the harness's: when the harness killed its cgroup, the init died
+    with it and reaped it, so it may be gone outright; then a descriptor that is readable
+    already (the worker's wait status comes from its init's pipe: SIGKILL)."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        r, w = os.pipe()
+        os.close(w)
+        return r
 
 
 def wait_readable(fds: list[int], timeout_s: float | None) -> list[int]:

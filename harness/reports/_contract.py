@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import __version__
-from harness.engine import _secrets
+from harness.engine import _secrets, _wall
 from harness.errors import BadInputError
 from harness.names import BOUNDARIES, NEAR_SIDE_KINDS, near_side_kind
 
@@ -186,6 +186,8 @@ def environment() -> dict[str, Any]:
         "sqlalchemy": sqlalchemy.__version__,
         "cpu_count": os.cpu_count(),
         "ci": bool(os.environ.get("CI")),
+        # what walled the workers off from the harness and its providers, or what was missing
+        "isolation": _wall.describe(),
     }
 
 
