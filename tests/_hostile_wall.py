@@ -76,8 +76,14 @@ def _ptraces(config: WorkerConfig) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
     me, parent = os.getpid(), os.getppid()
-    targets = {parent: "parent (the harness, without a wall)"}
-    for entry in Path("/proc").iterdir():  # only its own kin: nobody else's processes
+    try:
+        ours = b"harness" in Path(f"/proc/{parent}/cmdline").read_bytes()
+    except OSError:
+        ours = False
+    # only its own kin, and only under a harness: a worker orphaned to the machine's init
+    # must never stop every service on a shared machine (it did once, in development)
+    targets = {parent: "parent (the harness, without a wall)"} if ours else {}
+    for entry in Path("/proc").iterdir() if ours else ():
         kin = entry.name.isdigit() and f"\nPPid:\t{parent}\n" in _status(entry.name)
         if kin and int(entry.name) != me:
             targets.setdefault(int(entry.name), "sibling (the provider)")

@@ -283,6 +283,11 @@ def spawn(
     said = "no answer"
     while inner is None:
         line = keeper._line()
+        if line is not None and line.startswith(b"refused "):
+            why = line[8:].decode(errors="replace").partition(" ")[2]
+            keeper.release(wait=False)
+            _refused = f"the kernel refused new PID/mount namespaces ({why})"
+            return None
         if line is None or line.startswith(b"error "):
             said = said if line is None else line[6:].decode(errors="replace")
             break
@@ -319,6 +324,8 @@ def _go_between(
             if pid == 0:
                 init()
             said = f"init {pid}" if pid else "error cgroup: clone3 refused it here"
+        except _born.NamespacesRefused as exc:  # the harness says so once, as for one thread
+            said = f"refused {exc.errno} {exc.strerror}"
         except OSError as exc:
             said = f"error {exc}"
         with contextlib.suppress(OSError):
