@@ -281,7 +281,9 @@ def spawn(
     keeper = _keeper.Keeper(pid or 0, 0, report_r, hold_w)
     inner: int | None = None
     said = "no answer"
-    while inner is None:
+    # both lines are needed; with a go-between, the init's "pid" may come before the
+    # go-between's "init" (two writers on one pipe)
+    while inner is None or keeper.pid <= 0:
         line = keeper._line()
         if line is not None and line.startswith(b"refused "):
             why = line[8:].decode(errors="replace").partition(" ")[2]
