@@ -65,6 +65,7 @@ def test_a_second_message_under_made_up_ids_fails_naming_the_recipient(tmp_path:
     for effect in unintended:
         recipient = effect["destination"]
         assert recipient in judged["summary"]
+        assert f"{recipient} (" in printed  # the console names who got the second message
         assert effect["provider"] == "payments"
         assert isinstance(effect["seq"], int)
         intended_runs = effect["intended_runs_for_recipient"]

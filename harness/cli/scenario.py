@@ -66,6 +66,12 @@ def looks_text(results: Any) -> str:
     return "  " + "; ".join(parts) if parts else ""
 
 
+#: invariants whose failure the console explains with its summary: a second message under
+#: made-up ids is found nowhere else on the console (no duplicate key, no lost delivery), so
+#: the line names the recipients it reached
+_SUMMARY_ON_CONSOLE = frozenset({"no_unintended_effect"})
+
+
 def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     """A finished case's line (mark, id, duration, ``[N/M]``, what failed), its notes, and
     for a case that did not pass the workers' stack dumps and the replay command."""
@@ -82,6 +88,8 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
         f"  {mark} {case.spec.id:<{width}} {case.duration_s:6.2f}s{counted(counter)}{extra}"
     )
     for name in looks.grouped(case.invariants)["fail"]:
+        if name in _SUMMARY_ON_CONSOLE:  # who got the second message, before how to fix it
+            _style.echo(f"       {name}: {_secrets.scrub(case.invariants[name].summary)}")
         said = fixes.fix_line(name)
         if said:
             _style.echo(f"       {name} {said}")
