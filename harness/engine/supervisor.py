@@ -1005,6 +1005,8 @@ class Supervisor:
         ``block``), and remove their cgroups."""
         still: list[tuple[int, str]] = []
         for pid, cgroup in self._ending:
+            if block:
+                _await_init(pid)
             try:
                 done = os.waitpid(pid, 0 if block else os.WNOHANG)[0] == pid
             except ChildProcessError:
@@ -1051,6 +1053,22 @@ class Supervisor:
                 self._end_tree(worker)
                 self._let_go(worker)
                 worker.close_pipes()
+
+
+def _await_init(pid: int) -> None:
+    """Give a let-go init ``DUMP_GRACE_S`` to exit, then SIGKILL it (the kernel then ends
+    its namespace): a copy of its hold pipe that some other process still keeps open must
+    never make the harness wait for ever at its end, on Ctrl-C least of all."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return  # already reaped, or not ours
+    try:
+        if not wait_readable([fd], DUMP_GRACE_S):
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+    finally:
+        os.close(fd)
 
 
 def _await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> None:
