@@ -30,3 +30,34 @@ def processes_with(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def describe_stuck(pid: int) -> str:
+    """What a process that did not end is doing, for a failure message: its state, signal
+    masks, where each of its threads waits in the kernel, and its children."""
+    out = []
+    for task in sorted(os.listdir(f"/proc/{pid}/task")) if os.path.isdir(f"/proc/{pid}") else []:
+        base = f"/proc/{pid}/task/{task}"
+        try:
+            status = Path(f"{base}/status").read_text()
+            wchan = Path(f"{base}/wchan").read_text()
+            try:
+                stack = Path(f"{base}/stack").read_text()
+            except OSError:
+                stack = ""
+        except OSError:
+            continue
+        keep = [ln for ln in status.splitlines() if ln.startswith(("Name", "State", "Sig", "Shd"))]
+        out.append(f"thread {task}: {'; '.join(keep)}; wchan {wchan}\n{stack}")
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for child in children:
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
+            state = Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        out.append(f"child {child} [{state}]: {cmd.decode(errors='replace')}")
+    return "\n".join(out) or f"pid {pid}: gone"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._procs import processes_with, wait_ready
+from tests._procs import describe_stuck, processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,10 @@ def test_sigint_mid_campaign_leaves_no_process(tmp_path: Path) -> None:
         running = processes_with(marker)
         assert len(running) >= 3  # harness, provider, hung worker
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no end 60 s after SIGINT:\n{describe_stuck(proc.pid)}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -104,7 +107,10 @@ def test_an_interrupted_run_writes_its_partial_report(
     try:
         wait_ready(fifo, 120)
         proc.send_signal(sig)
-        stdout, err = proc.communicate(timeout=60)
+        try:
+            stdout, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no end 60 s after the signal:\n{describe_stuck(proc.pid)}")
     finally:
         if proc.poll() is None:
             proc.kill()
