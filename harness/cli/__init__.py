@@ -196,6 +196,11 @@ def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
 def main() -> None:
     """Crash-inject a delivery worker and prove it never sends twice or loses a message."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    # Ctrl-C always stops a run cleanly (workers and providers killed, a partial report),
+    # even when the parent started us with SIGINT ignored (a test runner's worker, a CI
+    # wrapper, `cmd &` in a script): otherwise only SIGKILL would, leaving no report.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @main.command()
