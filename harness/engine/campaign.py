@@ -943,24 +943,7 @@ def not_run(
 ) -> CaseResult:
     """A case the campaign could not run (its provider is gone), or gave up (``ran``: the
     harness could not write): unknown, never a pass."""
-    if ran:
-        return CaseResult(
-            spec=case,
-            verdict=Status.UNKNOWN,
-            invariants={},
-            workers=[],
-            intended=0,
-            accepted=0,
-            reached={},
-            crash_fired=False,
-            notes=[f"given up: {why}"],
-            duration_s=0.0,
-            replay=replay_command(settings, case),
-            step_records=[
-                StepRecord(str(s), Landing.NOT_RUN, f"given up: {why}") for s in case.steps
-            ],
-            undecided_because=why,
-        )
+    said = f"{'given up' if ran else 'not run'}: {why}"
     return CaseResult(
         spec=case,
         verdict=Status.UNKNOWN,
@@ -970,11 +953,12 @@ def not_run(
         accepted=0,
         reached={},
         crash_fired=False,
-        notes=[f"not run: {why}"],
+        notes=[said],
         duration_s=0.0,
         replay=replay_command(settings, case),
-        step_records=[StepRecord(str(s), Landing.NOT_RUN, f"not run: {why}") for s in case.steps],
-        undecided_because=f"not run: {why}",
+        step_records=[StepRecord(str(s), Landing.NOT_RUN, said) for s in case.steps],
+        # a case given up names the harness's own failure as it is; one never run says so
+        undecided_because=why if ran else said,
     )
 
 
