@@ -7,8 +7,8 @@ import os
 
 def tree_setup() -> str:
     """How worker trees are found here: a cgroup's start-up cost depends on the mount."""
-    from harness.engine import _tree
-    from harness.engine.supervisor import TREE_MODE_ENV
+    from harness.engine.process import _tree
+    from harness.engine.process.supervisor import TREE_MODE_ENV
 
     if os.environ.get(TREE_MODE_ENV) == "walk" or _tree.cgroup2_base() is None:
         return "walk over /proc (no cgroup may be created here)"

@@ -25,8 +25,8 @@ from _quick import pick
 
 from fake_providers import ProviderProcess
 from harness import boundary
-from harness.engine._boundary import Arm
-from harness.engine.supervisor import OutcomeKind, Supervisor
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import OutcomeKind, Supervisor
 
 CYCLES = pick(60, 4)
 

@@ -1,4 +1,4 @@
-"""Cost of the near-side hooks (``harness.engine._hooks``) on a worker's own run (goal: the
+"""Cost of the near-side hooks (``harness.engine.process._hooks``) on a worker's own run (goal: the
 run with hooks installed and disarmed <= 1.1x the run without them).
 
 The worker is what the hooks sit in: N HTTP POSTs with ``requests`` (one keep-alive session,
@@ -57,7 +57,7 @@ def worker(variant: str, url: str, n: int, workdir: str) -> tuple[float, float]:
     """One worker run in this (fresh) process: (wall, CPU) seconds for n sends and n
     commits."""
     if variant != "plain":
-        from harness.engine import _boundary, _hooks
+        from harness.engine.process import _boundary, _hooks
 
         if variant == "armed":
             _boundary.configure(
@@ -144,7 +144,7 @@ def startup() -> None:
     """What every Python process of an exec'd worker pays once, at start: the injected
     ``sitecustomize`` importing the harness, arming the process and installing the hooks."""
     sys.path.insert(0, str(ROOT))
-    from harness.engine import _boundary, _hooks
+    from harness.engine.process import _boundary, _hooks
 
     rounds = pick(21, 3)
     with tempfile.TemporaryDirectory(prefix="bench-hooks-") as workdir:

@@ -18,9 +18,9 @@ import time
 from _goals import record
 from _quick import QUICK, pick
 
-from harness.engine import scenario as scenario_mod
-from harness.engine.campaign import Campaign, CampaignSettings
-from harness.engine.sweep import sweep
+from harness.engine.case.campaign import Campaign, CampaignSettings
+from harness.engine.plan import scenario as scenario_mod
+from harness.engine.search.sweep import sweep
 from harness.invariants import Status
 
 ROUNDS = pick(3, 1)

@@ -26,7 +26,7 @@ from pathlib import Path
 from _goals import record
 from _quick import pick
 
-from harness.engine.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine.case.campaign import Campaign, CampaignSettings, CaseSpec
 from harness.invariants import Status
 from harness.reference.ledger import Claim
 from harness.reference.worker import ReferenceWorker

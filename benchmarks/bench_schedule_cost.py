@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from _goals import record
 from _quick import pick
 
-from harness.engine import scenario as scenario_mod
-from harness.engine.campaign import Campaign, CampaignSettings
-from harness.engine.explore import explore
+from harness.engine.case.campaign import Campaign, CampaignSettings
+from harness.engine.plan import scenario as scenario_mod
+from harness.engine.search.explore import explore
 from harness.systems import resolve
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

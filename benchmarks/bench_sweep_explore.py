@@ -23,10 +23,10 @@ import time
 from _goals import record
 from _quick import pick
 
-from harness.engine import scenario as scenario_mod
-from harness.engine.campaign import Campaign, CampaignSettings
-from harness.engine.explore import explore
-from harness.engine.sweep import sweep
+from harness.engine.case.campaign import Campaign, CampaignSettings
+from harness.engine.plan import scenario as scenario_mod
+from harness.engine.search.explore import explore
+from harness.engine.search.sweep import sweep
 from harness.invariants import Status
 from harness.systems import resolve
 

@@ -1,7 +1,7 @@
 """What the wall costs per incarnation: one crash-restart cycle (bench_cycle.py's: fork a
 worker that commits a row to SQLite and POSTs one message, SIGKILL it at a boundary, reap it,
 classify it) with each worker behind the wall (its own PID and mount namespaces under an
-init, ``harness.engine._wall``) and with ``CRASH_HARNESS_ISOLATION=off``, interleaved in one
+init, ``harness.engine.process._wall``) and with ``CRASH_HARNESS_ISOLATION=off``, interleaved in one
 run, against the bare fork+commit+POST+kill a person would script. Prints medians and the
 ratios; the goal is the cycle's own (<= 1.3 of bare), with the wall on. On a loaded machine
 the wall's extra hand-offs (harness -> init -> worker) each wait for a CPU, so it also prints
@@ -24,8 +24,8 @@ from _quick import pick
 from bench_cycle import bare_cycle, harness_cycle
 
 from fake_providers import ProviderProcess
-from harness.engine import _wall
-from harness.engine.supervisor import Supervisor
+from harness.engine.process import _wall
+from harness.engine.process.supervisor import Supervisor
 
 CYCLES = pick(60, 4)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from harness.engine._boundary import boundary, note
+from harness.engine.process._boundary import boundary, note
 
 if TYPE_CHECKING:
     from harness.systems import System

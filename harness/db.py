@@ -11,13 +11,14 @@ worker that runs many short transactions, as the reference ledger does).
 ``open_engine(url)``, ``normalise_url(url)`` and ``check_reachable(url)`` open a database a
 person names by URL (an operator's ``--db``), with the same settings.
 
-The implementation is the engine's (``harness.engine._db``); this module is the part a system may
+The implementation is the engine's (``harness.engine.store._db``); this module is the part a system
+may
 rely on.
 """
 
 from __future__ import annotations
 
-from harness.engine._db import (
+from harness.engine.store._db import (
     SQLITE_BEGIN,
     DatabaseTarget,
     check_reachable,

@@ -23,7 +23,8 @@ BOUNDARIES: Final[dict[str, str]] = {
 }
 
 #: The kinds of crash point the harness finds itself in a Python worker that declares none
-#: (``harness.engine._hooks``), in the order a send or a commit reaches them. Such a point is
+#: (``harness.engine.process._hooks``), in the order a send or a commit reaches them. Such a point
+#: is
 #: named ``KIND.WHERE``, WHERE being the worker's own call site (``<file stem>.<line>``): e.g.
 #: ``after_send.plain_worker.42``.
 NEAR_SIDE_KINDS: Final[dict[str, str]] = {

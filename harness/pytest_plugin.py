@@ -33,8 +33,8 @@ import pytest
 
 if TYPE_CHECKING:
     from fake_providers import ProviderProcess
-    from harness.engine.campaign import CampaignResult, CaseResult
-    from harness.engine.scenario import Scenario
+    from harness.engine.case.campaign import CampaignResult, CaseResult
+    from harness.engine.plan.scenario import Scenario
     from harness.systems import System
 
 #: (name, flag, ini key, metavar, help); the ini twin shares the help text
@@ -267,7 +267,7 @@ def _looks_like_system(text: str) -> bool:
 
 
 def _scenario_path(text: str, bases: Sequence[Path]) -> Path:
-    from harness.engine import scenario as scenario_mod
+    from harness.engine.plan import scenario as scenario_mod
 
     given = Path(text)
     if not given.is_absolute():
@@ -385,7 +385,7 @@ class CrashCampaign:
 
     def write_reports(self, result: CampaignResult, name: str | None = None) -> dict[str, Path]:
         """Write JSON, Markdown, JUnit and HTML reports of ``result``; returns their paths."""
-        from harness import report
+        from harness import reports
 
         if self.options.report_dir is not None:
             base = self.options.report_dir
@@ -394,7 +394,7 @@ class CrashCampaign:
         where = base / _slug(name or self.request.node.nodeid)
         if len(self.results) > 1 and name is None:
             where = where.with_name(f"{where.name}-{self.results.index(result) + 1}")
-        paths = report.write_reports(result, where)
+        paths = reports.write_reports(result, where)
         result.extra.setdefault("pytest", {})["report_dir"] = str(where)
         self.config.stash[_TALLY_KEY].report_dirs.append(where)
         return paths
@@ -403,7 +403,7 @@ class CrashCampaign:
 
     def _target(self, target: str | os.PathLike[str] | System) -> tuple[System, Scenario | None]:
         from harness import systems
-        from harness.engine import scenario as scenario_mod
+        from harness.engine.plan import scenario as scenario_mod
 
         if isinstance(target, systems.System):
             return target, None
@@ -433,9 +433,7 @@ class CrashCampaign:
         whole_campaign: bool = False,
         **overrides: Any,
     ) -> CampaignResult:
-        from harness.engine import _db, _overrides
-        from harness.engine import scenario as scenario_mod
-        from harness.engine.campaign import (
+        from harness.engine.case.campaign import (
             Campaign,
             CampaignResult,
             CampaignSettings,
@@ -444,8 +442,11 @@ class CrashCampaign:
             finish_campaign,
             validate_cases,
         )
-        from harness.engine.parallel import run_cases
-        from harness.engine.sweep import sweep
+        from harness.engine.case.parallel import run_cases
+        from harness.engine.plan import _overrides
+        from harness.engine.plan import scenario as scenario_mod
+        from harness.engine.search.sweep import sweep
+        from harness.engine.store import _db
         from harness.errors import BadInputError
 
         opts = self.options
@@ -566,7 +567,7 @@ class CrashCampaign:
         return result
 
     def _skipped_shard(self, settings: Any, why: str) -> CampaignResult:
-        from harness.engine.campaign import CampaignResult
+        from harness.engine.case.campaign import CampaignResult
 
         result = CampaignResult(settings=settings)
         result.extra["pytest"] = {"skipped_shard": f"crash-harness: {why}"}
@@ -684,7 +685,7 @@ def judge(
     if hold is not None and not hold and expect_violation is None:
         return f"{head}: hold=[] expects nothing; name invariants, or leave it out for all"
 
-    from harness.engine.outcome import Expectation, judge_result
+    from harness.reports.outcome import Expectation, judge_result
 
     outcome = judge_result(result, Expectation(hold=tuple(hold or ()), violation=expect_violation))
     unreached: list[str] = list(info.get("unreached", [])) if coverage else []

@@ -30,7 +30,7 @@ from harness.snapshot import LedgerSnapshot, unread_ledger
 from harness.worker_config import WorkerConfig
 
 if TYPE_CHECKING:
-    from harness.worker_env import CommandTemplate
+    from harness.engine.plan._worker_env import CommandTemplate
 
 #: the harness's own subjects, by the name ``--system`` gives them: where each is found
 SUBJECTS: Mapping[str, str] = {"reference": "harness.reference.system:SYSTEM"}
@@ -69,15 +69,16 @@ class System:
     #: ``roster``), before any worker starts. It may write the system's own rows (a user's
     #: ``orders``) and returns the (run_id, destination) pairs the checkers hold it to; None
     #: (or a function answering None): the workload's intent, every run to its topic's roster
-    #: (``harness.engine.workload.case_intent``)
+    #: (``harness.engine.plan.workload.case_intent``)
     intent: Callable[[Engine], Iterable[tuple[str, str]] | None] | None = None
     #: whether its workers' sends and commits are crash points too, found without a line in
-    #: the worker (``harness.engine._hooks``: ``before_send.WHERE``, ``after_commit.WHERE``,
+    #: the worker (``harness.engine.process._hooks``: ``before_send.WHERE``, ``after_commit.WHERE``,
     #: ...): a dry run finds them and they join ``boundaries``. On for a program that
     #: declares no boundaries; off for a system that does, unless its scenario or the
     #: command line asks (``discover = true``, ``--discover``)
     discover: bool = False
-    #: a program's own environment and arguments, as templates (``harness.worker_env``):
+    #: a program's own environment and arguments, as templates
+    #: (``harness.engine.plan._worker_env``):
     #: checked against each campaign's database and providers before any case runs
     templates: CommandTemplate | None = None
 
@@ -115,7 +116,8 @@ def command_system(
     The program reads them with ``WorkerConfig.from_env()`` and arms itself just by importing
     ``harness``; its crash plan, trace and control pipes are the ones the harness made. A
     program that reads settings of its own instead (``DATABASE_URL``, ``--webhook-url``) gets
-    them from templates (``harness.worker_env``): ``NAME=TEMPLATE`` words before the program,
+    them from templates (``harness.engine.plan._worker_env``): ``NAME=TEMPLATE`` words before the
+    program,
     placeholders in its arguments, or ``env``; they are filled in the forked child, just
     before the exec, so a secret is never part of the system's name.
 
@@ -126,7 +128,7 @@ def command_system(
     blame it for tables it never had. The one exception is the reference itself run as a
     program (``python -m harness.reference``), whose tables and boundaries the harness knows.
     """
-    from harness.worker_env import CommandTemplate
+    from harness.engine.plan._worker_env import CommandTemplate
 
     try:
         template = CommandTemplate(command, env)
@@ -144,7 +146,7 @@ def command_system(
     def main(config: WorkerConfig) -> None:  # pragma: no cover - replaced by exec
         import os
 
-        from harness.engine._boundary import handoff_env
+        from harness.engine.process._boundary import handoff_env
 
         # a Python program dumps every thread's stack on the harness's SIGABRT, as a forked
         # worker does (a hang is reported with where it hung); the program's own variables
@@ -158,7 +160,7 @@ def command_system(
             **handoff_env(),
         }
         if "PYTHONPATH" in own:
-            from harness.engine import _hooks
+            from harness.engine.process import _hooks
 
             if _hooks.installed():  # the program's own path, after the harness's hooks
                 env.update(_hooks.child_env(env))
@@ -215,7 +217,7 @@ def import_attr(ref: str, *, where: str, error: type[Exception] = UnknownSystemE
     except BadInputError as exc:  # a simple_system(...) or adapter the module defines wrongly
         raise error(f"{where}: {module_name!r}: {exc}") from None
     except Exception as exc:  # the module's own code broke: the user's line, not a traceback
-        from harness.engine._glue import describe
+        from harness.engine.plan._glue import describe
 
         raise error(f"{where}: {describe(f'importing {module_name!r}', exc)}") from None
     return getattr(module, attr, None)

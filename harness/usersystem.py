@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import requests
 from sqlalchemy import Connection, Engine, select, text
 
-from harness.engine._boundary import boundary, note
+from harness.engine.process._boundary import boundary, note
 from harness.errors import BadInputError, SystemDefinitionError
 from harness.identities import delivery_id_for, idempotency_key_for, recognizer_for
 from harness.intake import RosterEntry, RunRequest, create_intake_tables
@@ -640,7 +640,7 @@ class _DeclaredIntent:
         return f"system {self.system!r}: {label}"
 
     def __call__(self, engine: Engine) -> list[tuple[str, str]] | None:
-        from harness.engine.workload import intent_pairs
+        from harness.engine.plan.workload import intent_pairs
 
         returned = self.prepare(engine) if self.prepare is not None else None
         if self.query is None:
@@ -698,7 +698,8 @@ def command_user_system(
     providers' logs decide are judged. Scenario files reach this with ``system = "cmd:..."``
     plus ``boundaries = [...]`` (and ``prepare = "module:function"``, which may return the
     intended (run_id, destination) pairs as ``simple_system``'s does). ``env`` fills the
-    program's own variables from templates (``harness.worker_env``). No ``boundaries``: the
+    program's own variables from templates (``harness.engine.plan._worker_env``). No
+    ``boundaries``: the
     program calls no ``boundary()``, and its crash points are the sends and commits its dry
     run makes (``System.discover``).
     """

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness.clock import SharedClock
-from harness.engine._db import DatabaseTarget
-from harness.engine.credentials import Credential, choose
+from harness.engine.plan.credentials import Credential, choose
+from harness.engine.store._db import DatabaseTarget
 
 ENV_VAR = "CRASH_HARNESS_WORKER"
 SECRET_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRET"
@@ -97,7 +97,8 @@ class WorkerConfig:
     provider_preset: str = "payments"
     #: the provider's SMTP port (preset ``smtp`` only)
     provider_smtp_port: int | None = None
-    #: narrowed credentials, one per destination group (``harness.engine.credentials``); empty: the
+    #: narrowed credentials, one per destination group (``harness.engine.plan.credentials``);
+    #: empty: the
     #: one credential above (``credential_id``, scope ``destination_scope``) for everything
     credentials: tuple[Credential, ...] = ()
     #: the case's libfaketime offset file (``[worker] fake_time``): an exec'd worker and the
@@ -185,7 +186,7 @@ class WorkerConfig:
         if self.credentials:
             env[SECRETS_ENV_VAR] = json.dumps({c.credential_id: c.secret for c in self.credentials})
         if self.fake_time_file is not None:
-            from harness.engine._faketime import environment
+            from harness.engine.process._faketime import environment
 
             env.update(environment(self.fake_time_file))
         return env

@@ -1,4 +1,5 @@
-"""Hostile workers against the wall (``harness.engine._wall``): each does the reference's work
+"""Hostile workers against the wall (``harness.engine.process._wall``): each does the reference's
+work
 correctly, then tries to reach the judge, and writes down what it managed in the JSON file
 named by ``CH_TEST_HOSTILE_REPORT`` (tests/test_hostile_wall.py reads it).
 
@@ -110,7 +111,7 @@ def _ptraces(config: WorkerConfig) -> None:
 
 def _case_dir() -> Path:
     """This worker's case dir: where its trace goes (the harness set it up in this process)."""
-    from harness.engine import _boundary
+    from harness.engine.process import _boundary
 
     tracer = _boundary._tracer
     assert tracer is not None, "no boundary tracer in this worker"

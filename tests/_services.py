@@ -17,7 +17,7 @@ def redis_up() -> bool:
 
 
 def _have_libfaketime() -> bool:
-    from harness.engine._faketime import library
+    from harness.engine.process._faketime import library
     from harness.errors import BadInputError
 
     try:

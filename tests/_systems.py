@@ -181,7 +181,7 @@ def _quiet_exit(config: WorkerConfig) -> None:
     not the end of the worker, and neither is proof that it went silent."""
     import time
 
-    from harness.engine import _boundary
+    from harness.engine.process import _boundary
 
     _REF.main(config)
     tracer = _boundary._tracer

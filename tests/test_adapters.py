@@ -15,7 +15,7 @@ import requests
 import responses
 
 from fake_providers import FaultRule, ProviderProcess
-from harness.engine._db import DatabaseTarget
+from harness.engine.store._db import DatabaseTarget
 from harness.errors import BadInputError
 from harness.reference import adapters
 from harness.reference.adapters import ReconcileTarget, make_adapter

@@ -154,7 +154,7 @@ def edges() -> list[Import]:
     # the walker must see what is there: one import known to exist at module level, and one
     # written inside a function (the CLI group imports its commands' helpers lazily)
     pairs = {(e.source, e.target) for e in found}
-    assert ("harness.engine.campaign", "harness.engine.supervisor") in pairs
+    assert ("harness.engine.case.campaign", "harness.engine.process.supervisor") in pairs
     assert ("harness.cli", "harness.cli.scenario") in pairs
     return found
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.engine.campaign import CampaignSettings, CaseResult, run_campaign
-from harness.engine.schedule import CaseSpec
+from harness.engine.case.campaign import CampaignSettings, CaseResult, run_campaign
+from harness.engine.plan.schedule import CaseSpec
 from harness.identities import delivery_id_for
 from harness.invariants import EffectRow, Observation, Policy, Status, run_all
 from harness.invariants._attribution import attribute

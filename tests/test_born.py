@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import _tree
+from harness.engine.process import _tree
 
 pytestmark = pytest.mark.skipif(
     _tree.cgroup2_base() is None, reason="no cgroup v2 this process may create cgroups in"
@@ -33,7 +33,8 @@ def _run(code: str, tmp_path: Path) -> str:
 
 _MAKE_CGROUP = """
 import os, sys
-from harness.engine import _born, _tree
+from harness.engine.process import _born
+from harness.engine.process import _tree
 base = _tree.cgroup2_base()
 top = _tree.make_cgroup(base, f"crash-harness-test-born-{os.getpid()}")
 cg = _tree.make_cgroup(top, "w")
@@ -101,8 +102,8 @@ def test_the_supervisor_starts_workers_born_in_their_cgroup_and_kills_their_tree
 import os, sys
 from pathlib import Path
 from harness import boundary
-from harness.engine._boundary import Arm
-from harness.engine.supervisor import OutcomeKind, Supervisor
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import OutcomeKind, Supervisor
 work = Path(sys.argv[1])
 
 def target():

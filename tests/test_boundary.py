@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness import boundary
-from harness.engine import _boundary
-from harness.engine._boundary import Arm
+from harness.engine.process import _boundary
+from harness.engine.process._boundary import Arm
 
 
 def _run_forked(fn: object) -> int:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness import boundary
-from harness.engine._boundary import Arm, InjectedError, note
-from harness.engine.supervisor import OutcomeKind, Supervisor
+from harness.engine.process._boundary import Arm, InjectedError, note
+from harness.engine.process.supervisor import OutcomeKind, Supervisor
 
 
 def _two_boundaries() -> None:

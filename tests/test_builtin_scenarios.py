@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli.scenario import _settings, expectation
-from harness.engine import scenario as scenario_mod
-from harness.engine.campaign import Campaign, CampaignResult
-from harness.engine.outcome import judge_result
-from harness.engine.parallel import run_cases
+from harness.engine.case.campaign import Campaign, CampaignResult
+from harness.engine.case.parallel import run_cases
+from harness.engine.plan import scenario as scenario_mod
 from harness.errors import ExitStatus
+from harness.reports.outcome import judge_result
 
 LISTED = [p for p in scenario_mod.builtin_paths() if scenario_mod.load(p).mode == "list"]
 

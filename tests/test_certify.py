@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from harness import systems
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign, validate_cases
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign, validate_cases
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.invariants import Status
 from harness.names import BOUNDARIES
-from harness.report import to_json
+from harness.reports import to_json
 from tests import _systems
 
 MUTANTS = {

@@ -63,7 +63,7 @@ def test_version_and_help_import_no_command_module() -> None:
         "    except SystemExit:\n"
         "        pass\n"
         "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'fake_providers',"
-        " 'harness.engine.campaign', 'harness.cli.scenario', 'matplotlib')\n"
+        " 'harness.engine.case.campaign', 'harness.cli.scenario', 'matplotlib')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )
     proc = subprocess.run(

@@ -107,7 +107,7 @@ def test_a_subcommand_version_imports_no_engine() -> None:
         "except SystemExit:\n"
         "    pass\n"
         "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'fake_providers',"
-        " 'harness.engine.campaign')\n"
+        " 'harness.engine.case.campaign')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )
     proc = subprocess.run(

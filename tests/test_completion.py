@@ -127,7 +127,7 @@ def test_zsh_gets_the_names_too() -> None:
 
 def test_the_lists_are_the_engines_own() -> None:
     """The cheap lists (files, a table) agree with what the engine would import."""
-    from harness.engine import scenario
+    from harness.engine.plan import scenario
     from harness.faults import FAULTS
     from harness.mutants import CATALOGUE
 
@@ -147,7 +147,7 @@ def test_completing_imports_no_engine() -> None:
         "    main(prog_name='crash-harness')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'harness.engine.campaign',"
+        "heavy = ('sqlalchemy', 'requests', 'werkzeug', 'harness.engine.case.campaign',"
         " 'harness.faults', 'harness.mutants')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli.scenario import _settings
-from harness.engine import credentials, scenario
-from harness.engine._db import DatabaseTarget
-from harness.engine.campaign import run_campaign
-from harness.engine.workload import build_workload
+from harness.engine.case.campaign import run_campaign
+from harness.engine.plan import credentials, scenario
+from harness.engine.plan.workload import build_workload
+from harness.engine.store._db import DatabaseTarget
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.names import BOUNDARIES

@@ -1,4 +1,5 @@
-"""The daemon settle decision on hand-made readings (``harness.engine._daemon_watch``): the quiet
+"""The daemon settle decision on hand-made readings (``harness.engine.process._daemon_watch``): the
+quiet
 window and the deadline count from the worker's first sign of life, and a deadline is
 decided on evidence read after it. No process runs; the clock is the readings' own."""
 
@@ -6,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from harness.engine._cpu_wait import CpuSample, CpuWatch
-from harness.engine._daemon_watch import DaemonWatch, Deadline, Reading, Settled
-from harness.engine.settle import Settle
+from harness.engine.process._cpu_wait import CpuSample, CpuWatch
+from harness.engine.process._daemon_watch import DaemonWatch, Deadline, Reading, Settled
+from harness.engine.process.settle import Settle
 
 SETTLE = Settle(probe="tests._daemon:pending", deadline_s=5.0, interval_s=0.5, quiet_s=2.0)
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.engine import _db
+from harness.engine.store import _db
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("baseline", "crash@after_provider_accept#1")
@@ -94,6 +94,6 @@ def test_the_names_come_back_once_the_run_that_held_them_is_gone(tmp_path: Path)
 
 
 def _slug(case_id: str) -> str:
-    from harness.engine.schedule import CaseSpec
+    from harness.engine.plan.schedule import CaseSpec
 
     return CaseSpec.parse(case_id).slug

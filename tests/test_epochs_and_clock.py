@@ -22,8 +22,8 @@ import requests
 from fake_providers import FaultRule, ProviderProcess
 from harness import systems
 from harness.clock import CLOCK_EPOCH, SharedClock, start_for_seed
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
-from harness.engine.workload import build_workload
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.plan.workload import build_workload
 from harness.errors import BadInputError
 from harness.invariants import Status
 
@@ -358,7 +358,7 @@ def test_a_send_held_past_the_workers_end_is_drained_into_its_own_case(tmp_path:
     guilty, innocent = result.cases
     assert guilty.invariants["exactly_once_effect"].status is Status.FAIL
     assert innocent.verdict is Status.PASS, _failing(result)
-    from harness.engine import trace
+    from harness.engine.store import trace
 
     drains = [
         ev.detail

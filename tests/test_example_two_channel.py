@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from harness.engine import scenario
-from harness.engine.campaign import CampaignSettings, run_campaign
-from harness.engine.schedule import CaseSpec
+from harness.engine.case.campaign import CampaignSettings, run_campaign
+from harness.engine.plan import scenario
+from harness.engine.plan.schedule import CaseSpec
 from harness.invariants import Status
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec, run_campaign
-from harness.engine.sweep import sweep
+from harness.engine.case.campaign import (
+    Campaign,
+    CampaignSettings,
+    CaseResult,
+    CaseSpec,
+    run_campaign,
+)
+from harness.engine.search.sweep import sweep
 from harness.errors import ExitStatus
 from harness.invariants import Status
 from harness.systems import System, resolve

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from harness.engine.campaign import Campaign, CampaignSettings, CaseResult
-from harness.engine.explore import _confirmed, _disagreeing, explore, mark_flaky
-from harness.engine.schedule import CaseSpec
+from harness.engine.case.campaign import Campaign, CampaignSettings, CaseResult
+from harness.engine.plan.schedule import CaseSpec
+from harness.engine.search.explore import _confirmed, _disagreeing, explore, mark_flaky
 from harness.invariants import CheckResult, Status
 from harness.reports import render_junit, render_markdown, validate
 from harness.systems import resolve

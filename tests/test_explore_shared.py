@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.engine.campaign import Campaign, CampaignSettings
-from harness.engine.explore import explore, shard_seed
+from harness.engine.case.campaign import Campaign, CampaignSettings
+from harness.engine.search.explore import explore, shard_seed
 from harness.systems import resolve
 from tests._services import redis_up
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import _faketime
+from harness.engine.process import _faketime
 from harness.errors import BadInputError
 from tests._services import needs_libfaketime
 

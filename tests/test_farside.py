@@ -23,15 +23,15 @@ import requests
 
 from fake_providers import AdminClient, ProviderProcess
 from harness import systems
-from harness.engine import _far_side
-from harness.engine.campaign import (
+from harness.engine.case.campaign import (
     Campaign,
     CampaignSettings,
     CaseSpec,
     run_campaign,
     validate_cases,
 )
-from harness.engine.sweep import sweep
+from harness.engine.process import _far_side
+from harness.engine.search.sweep import sweep
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.systems import System, resolve
@@ -262,7 +262,7 @@ def test_sweep_plans_one_case_per_accepted_request_of_the_dry_run(tmp_path: Path
 
 
 def test_certify_plans_the_far_side_point_of_each_provider() -> None:
-    from harness.engine.campaign import default_cases
+    from harness.engine.case.campaign import default_cases
 
     plan = [c.id for c in default_cases(systems.resolve("reference"), ["payments", "mail"])]
     assert plan[-2:] == ["crash@accepted.payments#1", "crash@accepted.mail#1"]
@@ -337,7 +337,7 @@ def test_explore_draws_a_crash_at_a_far_side_point_and_no_other_fault_there() ->
     from hypothesis import find, settings
     from hypothesis.errors import NoSuchExample
 
-    from harness.engine.explore import step_strategy
+    from harness.engine.search.explore import step_strategy
 
     reach = {"after_claim": 3, "after_ack": 2, "accepted.payments": 2}
     strategy = step_strategy(("after_claim", "after_ack"), reach)
@@ -422,7 +422,7 @@ def test_the_far_side_worker_starts_while_no_watch_thread_is_alive(
     """The hold is armed before the worker starts and watched after: the worker is started
     with no other thread alive, so it can be born in its cgroup (``_born``: a fork with a
     second thread alive falls back to fork-and-move); the kill still lands at the point."""
-    from harness.engine.supervisor import Supervisor
+    from harness.engine.process.supervisor import Supervisor
 
     threads_at_start: list[int] = []
     real_start = Supervisor.start

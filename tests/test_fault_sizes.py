@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.engine import trace
-from harness.engine.campaign import Campaign, CampaignSettings, validate_cases
-from harness.engine.schedule import CaseSpec
+from harness.engine.case.campaign import Campaign, CampaignSettings, validate_cases
+from harness.engine.plan.schedule import CaseSpec
+from harness.engine.store import trace
 from harness.errors import BadInputError
 from harness.faults.clock_jump import jump_s
 from harness.invariants import Status

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.engine.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
+from harness.engine.case.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
 from harness.invariants import Status
 from harness.systems import resolve
 

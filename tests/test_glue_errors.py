@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import _glue
+from harness.engine.plan import _glue
 from harness.errors import ExitStatus, GlueError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,5 @@
-"""Near-side crash points (``harness.engine._hooks``): a worker with no line of the harness in
+"""Near-side crash points (``harness.engine.process._hooks``): a worker with no line of the harness
+in
 it is crashed before and after each send and commit it makes, in every Python process of its
 tree, and only there (never the harness's own traffic, never while disarmed).
 
@@ -23,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from harness.engine import _boundary, _hooks
-from harness.engine import trace as trace_store
-from harness.engine._boundary import Arm
-from harness.engine.supervisor import OutcomeKind, Supervisor, WorkerOutcome
+from harness.engine.process import _boundary, _hooks
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import OutcomeKind, Supervisor, WorkerOutcome
+from harness.engine.store import trace as trace_store
 from tests._cli import run_harness
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -315,7 +316,8 @@ def test_disarmed_hooks_do_nothing(tmp_path: Path, provider: tuple[str, Path]) -
     url, log = provider
     trace = tmp_path / "trace.jsonl"
     code = f"""
-from harness.engine import _boundary, _hooks
+from harness.engine.process import _boundary
+from harness.engine.process import _hooks
 _boundary.configure(trace_path={str(trace)!r}, worker="w1", arms=[_boundary.Arm("x", 1)])
 _hooks.install()
 _boundary.disarm()
@@ -431,7 +433,7 @@ def test_child_env_puts_the_hooks_first_and_keeps_the_path(tmp_path: Path) -> No
     ],
 )
 def test_a_call_site_is_a_stem_a_case_id_can_hold(filename: str, line: int, where: str) -> None:
-    from harness.engine.schedule import CaseSpec
+    from harness.engine.plan.schedule import CaseSpec
 
     assert _hooks.point_where(filename, line) == where
     assert CaseSpec.parse(f"crash@after_send.{where}#1").boundary == f"after_send.{where}"
@@ -562,7 +564,7 @@ while True:  # until both numbers are open: passed to it, or pipes of its own
         break
     except OSError:
         mine.append(os.pipe())
-from harness.engine import _boundary as b
+from harness.engine.process import _boundary as b
 print(b._tracer.events_fd, b._tracer.control_fd)
 """
     try:
@@ -584,7 +586,7 @@ print(b._tracer.events_fd, b._tracer.control_fd)
 def test_what_a_point_talked_to_is_a_reading_of_the_run_not_content() -> None:
     """Two runs of one seed talk to other ports, epochs and temp files: ``point_targets``
     is set aside when they are compared, the points and their hits are not."""
-    from harness.engine.determinism import content
+    from harness.engine.search.determinism import content
 
     case = {
         "boundaries_reached": {"after_send.w.3": 2},
@@ -606,7 +608,7 @@ def test_what_a_point_talked_to_is_a_reading_of_the_run_not_content() -> None:
 def test_a_scenario_turns_discovery_on_or_off(
     tmp_path: Path, system: str, line: str, *, discovers: bool
 ) -> None:
-    from harness.engine import scenario as scenario_mod
+    from harness.engine.plan import scenario as scenario_mod
 
     path = tmp_path / "s.toml"
     path.write_text(f"[scenario]\nsystem = {system}\n{line}\n")
@@ -614,7 +616,7 @@ def test_a_scenario_turns_discovery_on_or_off(
 
 
 def test_a_scenario_discover_that_is_not_a_bool_names_its_line(tmp_path: Path) -> None:
-    from harness.engine import scenario as scenario_mod
+    from harness.engine.plan import scenario as scenario_mod
     from harness.errors import BadInputError
 
     path = tmp_path / "s.toml"

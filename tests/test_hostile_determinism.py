@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.engine.outcome import Expectation, judge
 from harness.errors import ExitStatus
 from harness.reports import render_junit, render_markdown, validate
+from harness.reports.outcome import Expectation, judge
 from tests._hostile_determinism import COUNTER_ENV
 
 ROOT = Path(__file__).resolve().parent.parent

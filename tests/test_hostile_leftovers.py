@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from harness.engine import _scratch, _tree
-from harness.engine.campaign import _verdict
-from harness.engine.outcome import judge
+from harness.engine.case.campaign import _verdict
+from harness.engine.process import _tree
+from harness.engine.store import _scratch
 from harness.errors import ExitStatus
 from harness.invariants import CheckResult, Status
+from harness.reports.outcome import judge
 from tests._hostile_leftovers import (
     DAEMON_FILE_ENV,
     FILLED_FILE_ENV,
@@ -303,7 +304,7 @@ def test_a_leftover_turns_a_pass_unknown_and_never_a_failure() -> None:
 def test_both_views_of_a_providers_clients_agree_and_name_the_holder(tmp_path: Path) -> None:
     """A process outside this one holding a loopback connection to a listening port is
     found by the kernel's sock_diag dump and by /proc/net/tcp alike, and named by pid."""
-    from harness.engine import _leftovers
+    from harness.engine.process import _leftovers
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

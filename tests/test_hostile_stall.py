@@ -36,10 +36,10 @@ from hypothesis import strategies as st
 from fake_providers import ProviderProcess
 from fake_providers._heartbeat import Listener
 from harness import systems
-from harness.engine import _provider_watch
-from harness.engine._lifeline import LifelineCut
-from harness.engine.campaign import Campaign, CampaignSettings, CaseSpec
-from harness.engine.supervisor import Supervisor
+from harness.engine.case import _provider_watch
+from harness.engine.case.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine.process._lifeline import LifelineCut
+from harness.engine.process.supervisor import Supervisor
 from harness.invariants import Status
 from tests._hostile_stall import STALL_AFTER_ENV, STALL_REPORT_ENV
 from tests._procs import processes_with, wait_ready

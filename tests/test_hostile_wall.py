@@ -1,4 +1,5 @@
-"""The wall (``harness.engine._wall``) against hostile workers (tests/_hostile_wall.py): each
+"""The wall (``harness.engine.process._wall``) against hostile workers (tests/_hostile_wall.py):
+each
 is a real ``certify`` of a worker that does the reference's work, then tries to reach the
 judge and writes down what it managed. With the wall on it manages nothing, and a case where
 it managed something is never a pass. On 8213f3e (no wall) every one of them got through.
@@ -20,10 +21,10 @@ from typing import Any
 import pytest
 
 from harness import boundary
-from harness.engine import _wall
-from harness.engine._boundary import Arm
-from harness.engine._wall import ISOLATION_ENV
-from harness.engine.supervisor import OutcomeKind, Supervisor
+from harness.engine.process import _wall
+from harness.engine.process._boundary import Arm
+from harness.engine.process._wall import ISOLATION_ENV
+from harness.engine.process.supervisor import OutcomeKind, Supervisor
 from tests._hostile_wall import DAEMON_LOCK_ENV, REPORT_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,9 +145,9 @@ _AS_NOBODY = """
 import os, sys, tempfile
 from pathlib import Path
 from harness import boundary
-from harness.engine import _wall
-from harness.engine._boundary import Arm
-from harness.engine.supervisor import Supervisor
+from harness.engine.process import _wall
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import Supervisor
 root = Path(tempfile.mkdtemp(dir=sys.argv[1], prefix="crash-harness-nobody-"))
 case = root / "case"
 case.mkdir()
@@ -235,7 +236,7 @@ def test_where_the_kernel_refuses_the_namespaces_workers_run_and_the_report_says
     """A kernel (or a container's policy) that refuses new namespaces: the worker runs
     without the wall, its crash is classified as before, and the environment names what is
     missing, once (not tried again per worker)."""
-    from harness.engine import _born
+    from harness.engine.process import _born
 
     monkeypatch.setattr(_wall, "_refused", None)
     monkeypatch.setattr(_wall, "_walled", 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.engine.trace import TraceEvent
+from harness.engine.store.trace import TraceEvent
 from harness.invariants import (
     CHECKERS,
     DeliveryRow,
@@ -212,7 +212,8 @@ def test_the_harness_giving_up_on_a_stall_fails() -> None:
 
 
 def _cpu(waited: float, window: float = 10.0, due: float = 5.0) -> dict[str, object]:
-    """The figures the harness records with a deadline or a budget (``harness.engine._cpu_wait``):
+    """The figures the harness records with a deadline or a budget
+    (``harness.engine.process._cpu_wait``):
     ``window`` seconds, ``waited`` of them waiting for CPU, meant to give ``due``."""
     had = window - waited
     return {

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness import systems
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
-from harness.engine.trace import TraceEvent
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.store.trace import TraceEvent
 from harness.invariants import (
     CHECKERS,
     DeliveryRow,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from harness.engine.trace import TraceEvent
+from harness.engine.store.trace import TraceEvent
 from harness.invariants import (
     CHECKERS,
     AuditRow,

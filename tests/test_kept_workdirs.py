@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.engine import _owner, _scratch
+from harness.engine.store import _owner, _scratch
 from harness.errors import BadInputError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,11 +6,11 @@ In memory (no campaign): the end-to-end share is measured by benchmarks/bench_sw
 
 from __future__ import annotations
 
-from harness.engine._case import Landing, StepRecord
-from harness.engine._case_result import CaseResult
-from harness.engine._landings import Landings
-from harness.engine.schedule import CaseSpec
-from harness.engine.supervisor import OutcomeKind, WorkerOutcome
+from harness.engine.case._context import Landing, StepRecord
+from harness.engine.plan.schedule import CaseSpec
+from harness.engine.process.supervisor import OutcomeKind, WorkerOutcome
+from harness.engine.results import CaseResult
+from harness.engine.search._landings import Landings
 from harness.invariants import Status
 
 

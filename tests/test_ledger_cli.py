@@ -20,8 +20,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from harness.cli import main
-from harness.engine import _db
-from harness.engine.workload import build_workload, seed_database
+from harness.engine.plan.workload import build_workload, seed_database
+from harness.engine.store import _db
 from harness.reference.ledger import Ledger
 from harness.reference.schema import AuditEvent, Base, Delivery, QueueItem
 from harness.worker_config import WorkerConfig

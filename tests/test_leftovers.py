@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from harness.engine import _owner, _scratch, _tree
+from harness.engine.process import _tree
+from harness.engine.store import _owner, _scratch
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,7 +300,7 @@ def test_clean_kills_what_a_killed_runs_keeper_still_holds(
     """A keeper whose harness is gone but which still holds processes (say it was stopped, or
     has not got to it yet): ``clean`` finds it by its record (pid and start time, the harness
     named as owner), kills everything under it, and says so."""
-    from harness.engine import _keeper
+    from harness.engine.process import _keeper
 
     monkeypatch.setenv(_scratch.TMPDIR_ENV, str(tmp_path))
     # a stand-in keeper holding a child: a process that forks one and sleeps

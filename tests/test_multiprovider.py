@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from harness.engine import scenario
-from harness.engine.campaign import CampaignResult, CampaignSettings, run_campaign
-from harness.engine.schedule import CaseSpec, Step
+from harness.engine.case.campaign import CampaignResult, CampaignSettings, run_campaign
+from harness.engine.plan import scenario
+from harness.engine.plan.schedule import CaseSpec, Step
 from harness.errors import BadInputError
 from harness.invariants import EffectRow, Observation, Policy, Status
 from harness.invariants import exactly_once_effect as eo
@@ -221,7 +221,7 @@ def test_any_preset_for_a_system_of_ones_own(tmp_path: Path) -> None:
 
 
 def test_each_provider_reaches_an_execd_worker_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.engine._db import DatabaseTarget
+    from harness.engine.store._db import DatabaseTarget
 
     config = WorkerConfig(
         db=DatabaseTarget(url="sqlite:///x.sqlite"),
@@ -327,8 +327,8 @@ def test_a_webhook_scenario_for_a_simple_system_checks_and_runs(tmp_path: Path) 
 def test_each_providers_epoch_is_audited_and_named() -> None:
     """A reset of the second provider's epoch that the harness did not make is evidence
     against the case, and the note names that provider."""
-    from harness.engine import _provider_watch
-    from harness.engine.campaign import _check_epoch
+    from harness.engine.case import _provider_watch
+    from harness.engine.case.campaign import _check_epoch
 
     class _Admin:
         def audit(self, epoch: int) -> dict[str, Any]:
@@ -366,7 +366,7 @@ def _effect(provider: str, seq: int, repeats: tuple[str, int] | None = None) -> 
 def test_each_providers_records_are_numbered_from_its_own_first() -> None:
     """Each provider numbers its own log: an earlier case's race that logged two more
     records at ``hooks`` shifts hooks' numbers, never pay's, and the content agrees."""
-    from harness.engine.determinism import content, first_difference
+    from harness.engine.search.determinism import content, first_difference
 
     def report(hooks_first: int) -> dict[str, Any]:
         timeline = [
@@ -385,7 +385,7 @@ def test_each_providers_records_are_numbered_from_its_own_first() -> None:
 
 def test_two_runs_of_one_seed_with_two_providers_write_the_same_content(tmp_path: Path) -> None:
     """The effects now say their provider; two runs of one seed still agree on content."""
-    from harness.engine.determinism import content, first_difference
+    from harness.engine.search.determinism import content, first_difference
     from harness.reports import to_json
 
     cases = ["baseline", "crash@after_send#1"]
@@ -426,7 +426,7 @@ def test_a_racing_fault_pinned_to_another_providers_delivery_says_so(tmp_path: P
     intended delivery (``pinned_delivery``); with several providers the worker may send that
     one through another provider, and the fault cannot land. Never a pass: the case is a
     gap, and the landing says why."""
-    from harness.engine.campaign import Campaign
+    from harness.engine.case.campaign import Campaign
     from harness.faults.provider import pinned_delivery
     from tests._two_providers import ROUTE
 

@@ -16,14 +16,14 @@ import pytest
 
 from harness import systems
 from harness.cli.mutants import Matrix, SystemRow, campaigns_for, render_plain
-from harness.engine.campaign import (
+from harness.engine.case.campaign import (
     CampaignSettings,
     CaseResult,
     CaseSpec,
     default_cases,
     run_campaign,
 )
-from harness.engine.supervisor import OutcomeKind
+from harness.engine.process.supervisor import OutcomeKind
 from harness.errors import ExitStatus
 from harness.invariants import CHECKERS, Status
 from harness.mutants import CATALOGUE

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from harness.cli.scenario import print_case
-from harness.engine._case_result import CaseResult
-from harness.engine.schedule import CaseSpec
+from harness.engine.plan.schedule import CaseSpec
+from harness.engine.results import CaseResult
 from harness.invariants import CheckResult, Status, looks
 from harness.pytest_plugin import _case_lines
 from harness.reports import _common

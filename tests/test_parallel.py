@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine.campaign import Campaign, CampaignSettings, CaseSpec
-from harness.engine.parallel import run_cases, shard
+from harness.engine.case.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine.case.parallel import run_cases, shard
 from harness.errors import BadInputError
 from harness.systems import resolve
 

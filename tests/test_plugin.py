@@ -20,7 +20,7 @@ def test_loading_the_plugin_imports_no_engine() -> None:
     """Importing the plugin module pulls in neither SQLAlchemy nor the campaign engine."""
     code = (
         "import sys, harness.pytest_plugin\n"
-        "heavy = ('sqlalchemy', 'harness.engine.campaign', 'fake_providers', 'requests')\n"
+        "heavy = ('sqlalchemy', 'harness.engine.case.campaign', 'fake_providers', 'requests')\n"
         "print('heavy:', [m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run(
@@ -36,7 +36,7 @@ def test_a_plain_test_run_leaves_the_engine_unloaded(pytester: pytest.Pytester) 
         import sys
 
         def test_plain():
-            assert "harness.engine.campaign" not in sys.modules
+            assert "harness.engine.case.campaign" not in sys.modules
             assert "sqlalchemy" not in sys.modules
         """
     )

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from harness import systems
-from harness.engine import scenario as scenario_mod
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.plan import scenario as scenario_mod
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.names import BOUNDARIES

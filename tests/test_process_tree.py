@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from harness import boundary
-from harness.engine import _tree, trace
-from harness.engine._boundary import Arm
-from harness.engine._wall import ISOLATION_ENV
-from harness.engine.supervisor import TREE_MODE_ENV, OutcomeKind, Supervisor
+from harness.engine.process import _tree
+from harness.engine.process._boundary import Arm
+from harness.engine.process._wall import ISOLATION_ENV
+from harness.engine.process.supervisor import TREE_MODE_ENV, OutcomeKind, Supervisor
+from harness.engine.store import trace
 
 
 def _alive(pid: int) -> bool:

@@ -18,12 +18,12 @@ import pytest
 from fake_providers import ProviderProcess
 from fake_providers._errors import ProviderStartError
 from harness import systems
-from harness.engine._lifeline import LifelineCut
-from harness.engine.campaign import Campaign, CampaignSettings, CaseSpec
-from harness.engine.outcome import Expectation, judge
-from harness.engine.supervisor import OutcomeKind, Supervisor
+from harness.engine.case.campaign import Campaign, CampaignSettings, CaseSpec
+from harness.engine.process._lifeline import LifelineCut
+from harness.engine.process.supervisor import OutcomeKind, Supervisor
 from harness.errors import ExitStatus
 from harness.invariants import Status
+from harness.reports.outcome import Expectation, judge
 from tests._procs import processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent

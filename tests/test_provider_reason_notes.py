@@ -7,7 +7,7 @@ from pathlib import Path
 import requests
 
 from fake_providers import FaultRule, ProviderProcess
-from harness.engine._provider_reasons import reason_notes
+from harness.engine.case._provider_reasons import reason_notes
 
 
 def test_refused_and_unattributed_requests_become_counted_notes_and_faults_do_not(

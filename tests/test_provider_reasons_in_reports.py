@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from harness.engine.campaign import CampaignSettings, run_campaign
-from harness.engine.schedule import CaseSpec
+from harness.engine.case.campaign import CampaignSettings, run_campaign
+from harness.engine.plan.schedule import CaseSpec
 from harness.invariants import Status
 from harness.reports import schema_errors, to_json, write_all
 from harness.usersystem import boundary, jobs, simple_system

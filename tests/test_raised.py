@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.engine import _raised
+from harness.engine.case import _raised
 
 ROOT = Path(__file__).resolve().parent.parent
 

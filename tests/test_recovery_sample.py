@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.engine._case import Landing, StepRecord
-from harness.engine._case_result import CaseResult
-from harness.engine.recovery import RECOVERY_SAMPLE, sample, second_crashes
-from harness.engine.schedule import CaseSpec
+from harness.engine.case._context import Landing, StepRecord
+from harness.engine.plan.schedule import CaseSpec
+from harness.engine.results import CaseResult
+from harness.engine.search.recovery import RECOVERY_SAMPLE, sample, second_crashes
 from harness.invariants import Status
 
 BOUNDARIES = ("after_claim", "before_reconcile", "after_ack")

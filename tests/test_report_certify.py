@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness import systems
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign
 from harness.reports import load_report, render_html, render_junit, render_markdown, write_reports
 from harness.reports._contract import schema_errors
 from tests._chromium import inked_share, needs_chromium, png_colours, screenshot

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from harness import report as report_module
 from harness.cli import main
-from harness.engine.trace import TraceEvent
+from harness.engine.store.trace import TraceEvent
 from harness.invariants import AuditRow, EffectRow
 from harness.reports import (
     ReportError,

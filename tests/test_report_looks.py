@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
-from harness.engine.outcome import Expectation, judge
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign
 from harness.invariants import fixes
 from harness.pytest_plugin import _Tally, tally_line
 from harness.reports import (
@@ -34,6 +33,7 @@ from harness.reports import (
 )
 from harness.reports._common import headline
 from harness.reports._contract import schema_errors
+from harness.reports.outcome import Expectation, judge
 from harness.systems import System
 from tests import _systems
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from hypothesis import find, settings
 
-from harness.engine import scenario as scenario_mod
-from harness.engine import trace
-from harness.engine.campaign import Campaign, CampaignSettings
-from harness.engine.explore import CLOCK_JUMP_SIZES, jump_sizes, step_strategy
-from harness.engine.schedule import Step
+from harness.engine.case.campaign import Campaign, CampaignSettings
+from harness.engine.plan import scenario as scenario_mod
+from harness.engine.plan.schedule import Step
+from harness.engine.search.explore import CLOCK_JUMP_SIZES, jump_sizes, step_strategy
+from harness.engine.store import trace
 from harness.faults.clock_jump import RETENTION_JUMPS, check_arg, cleanup_boundaries
 from harness.invariants import Status
 from harness.systems import resolve

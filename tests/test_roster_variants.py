@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from harness.engine.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
+from harness.engine.case.campaign import CampaignSettings, CaseResult, CaseSpec, run_campaign
 from harness.errors import BadInputError
 from harness.faults import roster_change
 from harness.faults.roster_change import change_roster
@@ -174,7 +174,7 @@ RESPELLINGS = [a for a in ARGS if a.startswith(("respell_", "dup_"))]
 def test_built_in_scenarios_re_spell_on_every_surface_the_reference_speaks() -> None:
     """Not only on payments: a built-in runs every re-spelling on each surface with a normal
     form the reference speaks (webhook has one, but no shipped system speaks it)."""
-    from harness.engine import scenario as scenario_mod
+    from harness.engine.plan import scenario as scenario_mod
 
     reached: dict[str, set[str]] = {}
     for path in scenario_mod.builtin_paths():

@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from harness.engine import scenario as scenario_mod
+from harness.engine.plan import scenario as scenario_mod
 from harness.errors import BadInputError
 from tests._hostile_unintended import copies_accepted
 from tests.test_scenario_fuzz import BUILTINS, mutated

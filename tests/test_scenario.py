@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import scenario as scenario_mod
-from harness.engine.campaign import validate_cases
+from harness.engine.case.campaign import validate_cases
+from harness.engine.plan import scenario as scenario_mod
 from harness.errors import BadInputError
 from harness.names import BOUNDARIES
 from harness.systems import resolve
@@ -288,7 +288,7 @@ def test_campaign_fields_carry_every_setting_a_scenario_fixes() -> None:
     through the plugin talks to its preset, with its crash scope and settle rules."""
     import dataclasses
 
-    from harness.engine.campaign import CampaignSettings
+    from harness.engine.case.campaign import CampaignSettings
 
     sc = scenario_mod.load(scenario_mod.resolve_path("preset-chat"))
     fields = sc.campaign_fields()

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.engine import scenario as scenario_mod
+from harness.engine.plan import scenario as scenario_mod
 from harness.errors import BadInputError
 
 BUILTINS = scenario_mod.builtin_paths()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engine.campaign import validate_cases
-from harness.engine.schedule import CaseSpec, Step
+from harness.engine.case.campaign import validate_cases
+from harness.engine.plan.schedule import CaseSpec, Step
 from harness.errors import BadInputError, UnknownBoundaryError
 from harness.systems import resolve
 

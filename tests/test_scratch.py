@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import _scratch
-from harness.engine.campaign import Campaign, CampaignSettings
+from harness.engine.case.campaign import Campaign, CampaignSettings
+from harness.engine.store import _scratch
 from harness.systems import resolve
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import _secrets
+from harness.engine.store import _secrets
 from tests._systems import SECRET_FILE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent

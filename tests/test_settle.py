@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import trace
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
-from harness.engine.settle import Settle
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.process.settle import Settle
+from harness.engine.store import trace
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.systems import resolve

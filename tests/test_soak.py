@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli.scenario import _settings
-from harness.engine import scenario as scenario_mod
-from harness.engine.campaign import Campaign, CaseResult
-from harness.engine.parallel import run_cases
+from harness.engine.case.campaign import Campaign, CaseResult
+from harness.engine.case.parallel import run_cases
+from harness.engine.plan import scenario as scenario_mod
 from harness.invariants import Status
 
 SCENARIOS = ("reference-soak", "reference-soak-chat")

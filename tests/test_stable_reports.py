@@ -1,5 +1,6 @@
 """Two runs of one seed write the same reports once their declared measurements are set aside
-(``harness.engine.determinism.content``): the clock, durations, pids, the work dir, what a race
+(``harness.engine.search.determinism.content``): the clock, durations, pids, the work dir, what a
+race
 decided (a racing case lists those fields in its ``measured``) and what a wall-clock watchdog
 saw. Everything else, including which recipient a fault lands on and the order of cases,
 workers, invariants and evidence, must not move. A failure names the first field that did.
@@ -22,10 +23,16 @@ import requests
 
 from fake_providers import FaultRule, ProviderProcess
 from harness import systems
-from harness.engine._case import Landing, StepRecord
-from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, CaseSpec, _case_rules
-from harness.engine.determinism import content, first_difference, rerun_sample
-from harness.engine.recovery import RECOVERY_SAMPLE
+from harness.engine.case._context import Landing, StepRecord
+from harness.engine.case.campaign import (
+    Campaign,
+    CampaignSettings,
+    CaseResult,
+    CaseSpec,
+    _case_rules,
+)
+from harness.engine.search.determinism import content, first_difference, rerun_sample
+from harness.engine.search.recovery import RECOVERY_SAMPLE
 from harness.faults.provider import pin_workload_rules, pinned_delivery
 from harness.invariants import Status
 from tests.conftest import PG_ENV

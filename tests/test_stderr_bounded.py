@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import _secrets
+from harness.engine.store import _secrets
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "tok-0123456789abcdef"
@@ -22,8 +22,8 @@ MEGABYTES = 96
 _HARNESS = """
 import json, os, resource, sys
 from pathlib import Path
-from harness.engine import _secrets
-from harness.engine.supervisor import Supervisor
+from harness.engine.store import _secrets
+from harness.engine.process.supervisor import Supervisor
 
 SECRET, MB, workdir = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 _secrets.hand_out(SECRET)

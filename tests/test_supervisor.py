@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness import boundary
-from harness.engine import _boundary
-from harness.engine import trace as trace_store
-from harness.engine._boundary import Arm
-from harness.engine.supervisor import OutcomeKind, Supervisor, WorkerOutcome
+from harness.engine.process import _boundary
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import OutcomeKind, Supervisor, WorkerOutcome
+from harness.engine.store import trace as trace_store
 
 
 def _completes() -> None:

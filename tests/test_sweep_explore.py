@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.engine._case import Landing, StepRecord
-from harness.engine.campaign import Campaign, CampaignSettings, CaseResult, validate_cases
-from harness.engine.explore import explore
-from harness.engine.schedule import CaseSpec
-from harness.engine.sweep import sweep
+from harness.engine.case._context import Landing, StepRecord
+from harness.engine.case.campaign import Campaign, CampaignSettings, CaseResult, validate_cases
+from harness.engine.plan.schedule import CaseSpec
+from harness.engine.search.explore import explore
+from harness.engine.search.sweep import sweep
 from harness.invariants import Status
 from harness.systems import resolve
 
@@ -97,7 +97,7 @@ def test_explore_draws_only_where_the_dry_run_reached() -> None:
     its count, and no race where there is one item to claim: such schedules cannot land."""
     from hypothesis import find, given, settings
 
-    from harness.engine.explore import schedule_strategy
+    from harness.engine.search.explore import schedule_strategy
 
     boundaries = resolve("reference").boundaries
     reach = {"after_claim": 1, "after_ack": 2, "before_retry": 1}
@@ -127,7 +127,7 @@ def test_explore_draws_fault_sizes_and_a_slow_reply_beside_a_rival() -> None:
     inside and past the request timeout, and a slow reply in one schedule with a rival."""
     from hypothesis import find
 
-    from harness.engine.explore import schedule_strategy
+    from harness.engine.search.explore import schedule_strategy
 
     boundaries = resolve("reference").boundaries
     schedules = schedule_strategy(boundaries, 3)
@@ -149,8 +149,8 @@ def test_explore_draws_fault_sizes_and_a_slow_reply_beside_a_rival() -> None:
 def test_reference_explore_reaches_before_retry_and_holds(tmp_path: Path) -> None:
     """The explore scenario's provider makes the reference retry: every schedule of a short
     search reaches before_retry (so faults drawn there can land), and none fails."""
-    from harness.engine import scenario as scenario_mod
-    from harness.engine.explore import coverage
+    from harness.engine.plan import scenario as scenario_mod
+    from harness.engine.search.explore import coverage
 
     sc = scenario_mod.load(scenario_mod.resolve_path("reference-explore"))
     settings = CampaignSettings(
@@ -197,7 +197,7 @@ def _ran(case: str, reached: dict[str, int], missed: list[int]) -> CaseResult:
 def test_explore_coverage_lists_boundaries_never_reached_and_never_faulted() -> None:
     """A boundary no schedule reached is listed as unreached; one reached whose steps never
     landed (by their step records) as never faulted; a landed step counts once it lands."""
-    from harness.engine.explore import coverage
+    from harness.engine.search.explore import coverage
 
     boundaries = ("after_claim", "before_retry", "before_reconcile", "after_ack")
     tried = [

@@ -172,9 +172,9 @@ def test_templates_fill_from_a_workers_config() -> None:
     """What each placeholder means, on a config built by hand: the PostgreSQL URL carries
     the case's schema, {db.path} of a PostgreSQL case and an SMTP port of an HTTP provider
     are refused by name."""
-    from harness.engine._db import DatabaseTarget
+    from harness.engine.plan._worker_env import TemplateError, render
+    from harness.engine.store._db import DatabaseTarget
     from harness.worker_config import ProviderEndpoint, WorkerConfig
-    from harness.worker_env import TemplateError, render
 
     hooks = ProviderEndpoint("hooks", "webhook", "http://127.0.0.1:4100/epoch/3", None, "c1", "s3")
     mail = ProviderEndpoint("mail", "smtp", "http://127.0.0.1:4200/epoch/5", 2525, "c1", "s3")

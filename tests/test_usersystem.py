@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 import pytest
 from sqlalchemy import Engine, text
 
-from harness.engine import _db
-from harness.engine._case_result import CaseResult
-from harness.engine.campaign import CampaignSettings, CaseSpec, run_campaign
-from harness.engine.workload import build_workload, case_intent, seed_database
+from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaign
+from harness.engine.plan.workload import build_workload, case_intent, seed_database
+from harness.engine.results import CaseResult
+from harness.engine.store import _db
 from harness.errors import BadInputError, SystemDefinitionError, UnknownSystemError
 from harness.invariants import CHECKERS, EffectRow, Observation, Status, run_all
 from harness.systems import System, resolve

@@ -3,7 +3,7 @@ pass, an expectation that expects nothing is refused, and each gate has a test t
 when the gate is removed.
 
 Every test here failed on 823ada3 (where a crash at a hit that never came printed ``ok`` and
-exited 0), except the unit tests of ``harness.engine.outcome``, which did not exist then.
+exited 0), except the unit tests of ``harness.reports.outcome``, which did not exist then.
 """
 
 from __future__ import annotations
@@ -17,13 +17,19 @@ from typing import Any
 
 import pytest
 
-from harness.engine._case import Landing, StepRecord
-from harness.engine.campaign import Campaign, CampaignResult, CampaignSettings, CaseSpec, _verdict
-from harness.engine.outcome import Expectation, judge, judge_result
-from harness.engine.supervisor import OutcomeKind, WorkerOutcome
-from harness.engine.sweep import sweep
+from harness.engine.case._context import Landing, StepRecord
+from harness.engine.case.campaign import (
+    Campaign,
+    CampaignResult,
+    CampaignSettings,
+    CaseSpec,
+    _verdict,
+)
+from harness.engine.process.supervisor import OutcomeKind, WorkerOutcome
+from harness.engine.search.sweep import sweep
 from harness.errors import ExitStatus
 from harness.invariants import CheckResult, Status
+from harness.reports.outcome import Expectation, judge, judge_result
 from harness.systems import resolve
 from tests._systems import (
     FICKLE,
@@ -257,7 +263,7 @@ def test_an_expectation_that_expects_nothing_is_bad_input(
         assert "Traceback" not in proc.stderr
 
 
-# -- the rule itself (harness.engine.outcome and the case verdict) ---------------------------------
+# -- the rule itself (harness.reports.outcome and the case verdict) --------------------------------
 
 
 def _case(verdict: str, **invariants: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from harness.cli._echo import counted as counted
 from harness.cli._echo import echo_discovered, echo_gaps, echo_kept
 from harness.cli._echo import format_bytes as format_bytes
 from harness.cli._echo import mark_of as mark_of
-from harness.engine import _room
+from harness.engine.store import _room
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.names import BOUNDARIES
 
@@ -314,8 +314,7 @@ def certify(
     from harness import systems
     from harness.cli import _progress
     from harness.cli.scenario import print_case
-    from harness.engine import _db, _overrides, _scratch
-    from harness.engine.campaign import (
+    from harness.engine.case.campaign import (
         DEFAULT_WORKER_DEADLINE_S,
         CampaignSettings,
         CaseResult,
@@ -324,6 +323,8 @@ def certify(
         discover_boundaries,
         validate_cases,
     )
+    from harness.engine.plan import _overrides
+    from harness.engine.store import _db, _scratch
     from harness.invariants import Status
     from harness.reports._contract import determinism_of
     from harness.reports._live import LiveReport, ResumePlan, plan_resume
@@ -486,9 +487,9 @@ def certify(
         click.echo("internal error in crash-harness:\n" + traceback.format_exc(), err=True)
         sys.exit(ExitStatus.INTERNAL_ERROR)
 
-    from harness.engine.outcome import Expectation, judge
     from harness.invariants import looks
     from harness.reports._common import recovery_sentence
+    from harness.reports.outcome import Expectation, judge
 
     paths = live.paths
     summary = data["summary"]
@@ -528,10 +529,10 @@ def _run_certify(
     on_case: Callable[[Any], None],
 ) -> Any:
     """The planned cases, then (for the default plan) the seeded sample of crashes during
-    recovery (``harness.engine.recovery``), all against one provider and supervisor."""
-    from harness.engine import recovery
-    from harness.engine.campaign import Campaign, CampaignResult, finish_campaign
-    from harness.engine.parallel import run_cases
+    recovery (``harness.engine.search.recovery``), all against one provider and supervisor."""
+    from harness.engine.case.campaign import Campaign, CampaignResult, finish_campaign
+    from harness.engine.case.parallel import run_cases
+    from harness.engine.search import recovery
 
     with Campaign(settings) as campaign:
         result = CampaignResult(settings=settings, workdir=campaign.workdir)

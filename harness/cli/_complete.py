@@ -53,7 +53,7 @@ def _package_dir(name: str) -> Path:
 
 def scenario_names() -> list[str]:
     """The built-in scenarios, as ``run NAME`` takes them
-    (``harness.engine.scenario.builtin_dir``)."""
+    (``harness.engine.plan.scenario.builtin_dir``)."""
     return sorted(p.stem for p in _package_dir("scenarios").glob("*.toml"))
 
 

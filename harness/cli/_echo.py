@@ -55,7 +55,7 @@ def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
 def echo_discovered(
     boundaries: tuple[str, ...], reached: dict[str, int], targets: dict[str, list[str]]
 ) -> None:
-    """A dry run's near-side points (``harness.engine._hooks``), one a line: name, hits in
+    """A dry run's near-side points (``harness.engine.process._hooks``), one a line: name, hits in
     the dry run, what it talked to. Named boundaries are listed by the caller's own line."""
     found = [b for b in boundaries if near_side_kind(b)]
     if not found:
@@ -72,7 +72,7 @@ def echo_kept(workdir: Path, *, err: bool = False) -> None:
     """Keep a run's work dir, say where it is, and remove the kept dirs of this project's
     finished runs beyond the newest few, and other projects' past a week (saying how many):
     failing runs must not fill the scratch tmpfs, nor take someone else's evidence."""
-    from harness.engine import _room, _scratch
+    from harness.engine.store import _room, _scratch
 
     try:
         removed = _scratch.keep_and_prune(workdir)

@@ -11,7 +11,7 @@ Every printed verdict asks this module whether to colour, so ``--color``, ``NO_C
 4. otherwise colour only when stdout is a terminal (and ``TERM`` is not ``dumb``).
 
 Only what goes to the terminal is ever coloured: reports on disk are rendered from the
-report's JSON by ``harness.report`` and never pass through here.
+report's JSON by ``harness.reports`` and never pass through here.
 
 The live status line (``harness.cli._progress``) is a terminal matter, not a colour one: it is
 drawn only when stdout and stderr are both terminals, whatever ``--color`` says, because its

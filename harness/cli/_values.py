@@ -55,6 +55,6 @@ def report_dir(path: Path) -> Path:
     """``--report-dir``, checked before any case runs: a folder we may write in, or one we
     may make (a run that could not write its report at the end would have run for nothing).
     Nothing is left behind by the check: bad input elsewhere must leave no trace."""
-    from harness.engine import _paths
+    from harness.engine.store import _paths
 
     return _paths.writable_dir(path, "--report-dir")

@@ -29,8 +29,9 @@ from harness.errors import ExitStatus
 def clean_cmd(*, db_url: str | None, kept: bool) -> None:
     """Remove work dirs, cgroups, case schemas and processes of runs that are gone."""
     from harness.cli._echo import format_bytes
-    from harness.engine import _db, _keeper, _scratch, _tree
-    from harness.engine.supervisor import CGROUP_PREFIX
+    from harness.engine.process import _keeper, _tree
+    from harness.engine.process.supervisor import CGROUP_PREFIX
+    from harness.engine.store import _db, _scratch
     from harness.errors import BadInputError
 
     try:

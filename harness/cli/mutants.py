@@ -26,11 +26,11 @@ import click
 
 from harness.cli import _complete, _progress, _style
 from harness.cli import _values as _cli_values
-from harness.engine import _scratch
+from harness.engine.store import _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 
 if TYPE_CHECKING:
-    from harness.engine.campaign import CampaignSettings, CaseSpec
+    from harness.engine.case.campaign import CampaignSettings, CaseSpec
     from harness.systems import System
 
 SCHEMA = "crash-harness/mutants/v1"
@@ -144,8 +144,8 @@ def campaigns_for(
     the reference through the same scenarios, so both face the same faults.
     """
     from harness.cli.scenario import _settings
-    from harness.engine import scenario as scenario_mod
-    from harness.engine.campaign import CampaignSettings, default_cases
+    from harness.engine.case.campaign import CampaignSettings, default_cases
+    from harness.engine.plan import scenario as scenario_mod
 
     runs: list[tuple[str, CampaignSettings]] = [
         (
@@ -185,7 +185,7 @@ def run_matrix(
     """Run the reference and the named mutants, each through the certify campaign (or the
     given cases) plus the catching scenarios, under ``workdir`` (one folder per system)."""
     from harness import systems
-    from harness.engine.campaign import CaseSpec, run_campaign
+    from harness.engine.case.campaign import CaseSpec, run_campaign
     from harness.invariants import CHECKERS, Status
 
     cases = [CaseSpec.parse(c) for c in case_ids] if case_ids else None
@@ -397,7 +397,7 @@ def mutants(
     worker_deadline: float,
 ) -> None:
     """Run every mutant and the reference; print which invariants catch which mistake."""
-    from harness.engine import _db, _paths
+    from harness.engine.store import _db, _paths
     from harness.systems import mutant_catalogue
 
     catalogue = mutant_catalogue()

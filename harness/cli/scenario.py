@@ -12,7 +12,7 @@ import click
 
 from harness.cli import _complete, _echo, _progress, _style
 from harness.cli import _values as _cli_values
-from harness.engine import _scratch
+from harness.engine.store import _scratch
 from harness.errors import BadInputError, ExitStatus, interruption
 from harness.invariants import Status
 
@@ -25,9 +25,10 @@ def _settings(
     keep: bool,
     set_words: tuple[str, ...] = (),
 ) -> Any:
-    from harness.engine import _db, _overrides
-    from harness.engine import scenario as scenario_mod
-    from harness.engine.campaign import CampaignSettings
+    from harness.engine.case.campaign import CampaignSettings
+    from harness.engine.plan import _overrides
+    from harness.engine.plan import scenario as scenario_mod
+    from harness.engine.store import _db
 
     system = scenario.checked_system()
     chosen = seed if seed is not None else scenario.seed
@@ -76,7 +77,7 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     """A finished case's line (mark, id, duration, ``[N/M]``, what failed), its notes, and
     for a case that did not pass the workers' stack dumps and the replay command."""
     from harness.cli._echo import counted, mark_of
-    from harness.engine import _secrets
+    from harness.engine.store import _secrets
     from harness.invariants import fixes, looks
 
     mark = mark_of(case.verdict.value)
@@ -112,8 +113,8 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
 
 
 def expectation(scenario: Any, *, drawn: bool = False) -> Any:
-    """What a scenario says must come out of it (``harness.engine.outcome.Expectation``)."""
-    from harness.engine.outcome import Expectation
+    """What a scenario says must come out of it (``harness.reports.outcome.Expectation``)."""
+    from harness.reports.outcome import Expectation
 
     return Expectation(hold=tuple(scenario.hold), violation=scenario.violation, drawn=drawn)
 
@@ -122,8 +123,8 @@ def judge_report(scenario: Any, result: Any, mode: str) -> tuple[Any, dict[str, 
     """Judge the report a run will write (one rule for every route): ``(outcome, data)``,
     the report JSON carrying its outcome. The verdict is printed before any format is
     rendered, so it never waits on the HTML."""
-    from harness import report
-    from harness.engine.outcome import judge
+    from harness import reports
+    from harness.reports.outcome import judge
 
     result.extra["scenario"] = {
         "name": scenario.name,
@@ -132,7 +133,7 @@ def judge_report(scenario: Any, result: Any, mode: str) -> tuple[Any, dict[str, 
         "expect_violation": scenario.violation,
         "expect_hold": list(scenario.hold),
     }
-    data = report.to_json(result)
+    data = reports.to_json(result)
     outcome = judge(data, expectation(scenario, drawn=mode == "explore"))
     data["scenario"]["outcome"] = outcome.message
     result.extra["scenario"]["outcome"] = outcome.message
@@ -149,8 +150,8 @@ def stop_interrupted(
 ) -> NoReturn:
     """After Ctrl-C or SIGTERM: say so, write a partial report of the cases that finished,
     keep the work dir and say where both are; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
-    from harness import report
-    from harness.engine.campaign import CampaignResult
+    from harness import reports
+    from harness.engine.case.campaign import CampaignResult
 
     _progress.clear_live()
     why, status = interruption(exc)
@@ -160,9 +161,9 @@ def stop_interrupted(
             settings.cases = [c.spec for c in done]
         result = CampaignResult(settings=settings, workdir=workdir)
         result.cases.extend(done)
-        data = report.to_json(result)
+        data = reports.to_json(result)
         data["partial"] = True
-        paths = report.write_all(data, report_dir)
+        paths = reports.write_all(data, report_dir)
         click.echo(f"partial report ({len(done)} case(s)): {paths['json']}", err=True)
     if workdir is not None and workdir.exists():
         from harness.cli._echo import echo_kept
@@ -204,9 +205,7 @@ def _execute(
     determinism: int = 0,
     set_words: tuple[str, ...] = (),
 ) -> None:
-    from harness.engine import recovery
-    from harness.engine import scenario as scenario_mod
-    from harness.engine.campaign import (
+    from harness.engine.case.campaign import (
         Campaign,
         CampaignResult,
         CaseSpec,
@@ -215,10 +214,12 @@ def _execute(
         finish_campaign,
         validate_cases,
     )
-    from harness.engine.determinism import rerun_sample
-    from harness.engine.parallel import run_cases
-    from harness.engine.parallel import shard as shard_cases
-    from harness.engine.sweep import sweep
+    from harness.engine.case.parallel import run_cases
+    from harness.engine.case.parallel import shard as shard_cases
+    from harness.engine.plan import scenario as scenario_mod
+    from harness.engine.search import recovery
+    from harness.engine.search.determinism import rerun_sample
+    from harness.engine.search.sweep import sweep
 
     settings: Any = None
     workdir: Path | None = None
@@ -317,7 +318,7 @@ def _execute(
     except KeyboardInterrupt as exc:
         stop_interrupted(exc, settings=settings, done=done, workdir=workdir, report_dir=report_dir)
     progress.close()
-    from harness import report
+    from harness import reports
     from harness.cli._echo import echo_gaps
     from harness.reports._common import recovery_sentence
 
@@ -346,7 +347,7 @@ def _execute(
     settle_workdir(result, data, outcome, keep=keep)
     took = f" ({len(result.cases)} case(s) in {_progress.duration(progress.elapsed())})"
     _style.echo(_style.paint(outcome.message + took, _style.status_colour(outcome.status)))
-    paths = report.write_all(data, report_dir)
+    paths = reports.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
     sys.exit(outcome.status)
 
@@ -469,7 +470,7 @@ def scenarios_group() -> None:
 @scenarios_group.command("list")
 def scenarios_list() -> None:
     """List the built-in scenarios with their descriptions."""
-    from harness.engine import scenario as scenario_mod
+    from harness.engine.plan import scenario as scenario_mod
 
     for path in scenario_mod.builtin_paths():
         sc = scenario_mod.load(path)
@@ -484,7 +485,7 @@ def scenarios_check(files: tuple[Path, ...]) -> None:
 
     FILES are the scenario files (TOML) to check; each gets one line, ok or its error.
     """
-    from harness.engine import scenario as scenario_mod
+    from harness.engine.plan import scenario as scenario_mod
 
     bad = 0
     for path in files:
@@ -550,11 +551,11 @@ def explore_cmd(
     """
     import time
 
-    from harness import report
-    from harness.engine import scenario as scenario_mod
-    from harness.engine.campaign import Campaign, CampaignResult, finish_campaign
-    from harness.engine.explore import coverage as explore_coverage
-    from harness.engine.explore import explore, shard_seed
+    from harness import reports
+    from harness.engine.case.campaign import Campaign, CampaignResult, finish_campaign
+    from harness.engine.plan import scenario as scenario_mod
+    from harness.engine.search.explore import coverage as explore_coverage
+    from harness.engine.search.explore import explore, shard_seed
 
     settings: Any = None
     workdir: Path | None = None
@@ -564,7 +565,7 @@ def explore_cmd(
     try:
         shard_index = 1
         if shard is not None:
-            from harness.engine.parallel import shard as shard_cases
+            from harness.engine.case.parallel import shard as shard_cases
 
             shard_cases([], shard)  # checks the i/n spelling
             shard_index = int(shard.split("/")[0])
@@ -649,7 +650,7 @@ def explore_cmd(
     elif not found.flaky:
         click.echo("no failing schedule found")
     _style.echo(_style.paint(outcome.message, _style.status_colour(outcome.status)))
-    paths = report.write_all(data, report_dir)
+    paths = reports.write_all(data, report_dir)
     click.echo(f"report: {', '.join(str(p) for p in paths.values())}")
     sys.exit(outcome.status)
 

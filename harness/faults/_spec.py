@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
-from harness.engine.supervisor import RunningWorker
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process.supervisor import RunningWorker
 from harness.invariants._model import EffectRow
 
 #: ``confirm(ctx, step, index, effects)`` -> (landed, evidence)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from harness.engine._boundary import Arm
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process._boundary import Arm
 from harness.errors import BadInputError
 from harness.faults._args import DURATION_HELP, ArgError, duration_s
 from harness.faults._spec import FaultSpec, not_reached, place

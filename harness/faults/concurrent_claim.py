@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 
-from harness.engine._boundary import Arm
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
-from harness.engine.supervisor import RunningWorker, WorkerEvent
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import RunningWorker, WorkerEvent
 from harness.errors import BadInputError
 from harness.faults import _args
 from harness.faults._spec import FaultSpec

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.engine import _far_side
-from harness.engine._boundary import Arm
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
-from harness.engine.supervisor import OutcomeKind
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process import _far_side
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import OutcomeKind
 from harness.faults._spec import FaultSpec, not_reached, place
 
 

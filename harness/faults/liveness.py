@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.engine._boundary import Arm
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process._boundary import Arm
 from harness.faults._spec import FaultSpec
 
 #: the boundary the asyncio path reaches once every new task waits for a sending slot

@@ -8,9 +8,9 @@ worker's late update is fenced off by the lease epoch; a worker without leases s
 
 from __future__ import annotations
 
-from harness.engine._boundary import Arm
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process._boundary import Arm
 from harness.faults._spec import FaultSpec, not_reached, place
 
 

@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from fake_providers import FaultRule
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
 from harness.errors import BadInputError
 from harness.faults._args import DURATION_HELP, ArgError, count, duration_s
 from harness.faults._spec import FaultSpec

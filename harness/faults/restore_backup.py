@@ -8,10 +8,10 @@ replays nothing; one that trusts its (old) ledger sends again.
 
 from __future__ import annotations
 
-from harness.engine import _db
-from harness.engine._boundary import Arm
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process._boundary import Arm
+from harness.engine.store import _db
 from harness.faults._spec import FaultSpec, not_reached, place
 
 

@@ -38,9 +38,9 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from harness.destinations import distinct
-from harness.engine._boundary import Arm
-from harness.engine._case import CaseContext
-from harness.engine.schedule import Step
+from harness.engine.case._context import CaseContext
+from harness.engine.plan.schedule import Step
+from harness.engine.process._boundary import Arm
 from harness.errors import BadInputError
 from harness.faults._args import ArgError
 from harness.faults._spec import FaultSpec, not_reached, place

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engine.trace import TraceEvent
+from harness.engine.store.trace import TraceEvent
 from harness.invariants._model import EffectRow, Observation
 
 #: trace events that mark where a worker was or what the harness did (spawn/exit excluded:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from harness.destinations import normal_form
-from harness.engine.trace import TraceEvent
+from harness.engine.store.trace import TraceEvent
 from harness.names import SETTLED_STATES
 
 T = TypeVar("T")
@@ -217,7 +217,8 @@ class Policy:
     #: the provider preset the case ran against: which normal form says two destination
     #: spellings are one recipient (``harness.destinations``); None: the opaque-id form
     surface: str | None = None
-    #: the case's providers by name when it has several (``harness.engine._providers``): effects
+    #: the case's providers by name when it has several (``harness.engine.plan._providers``):
+    #: effects
     #: are counted per (run, destination) across all of them; empty: one provider
     providers: tuple[str, ...] = ()
     #: with several providers: each one's own ``provider_keys``, ``provider_lookup`` and

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from fnmatch import fnmatchcase
 
-from harness.engine.credentials import scope_text
+from harness.engine.plan.credentials import scope_text
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import CheckResult, Observation, Status, need
 

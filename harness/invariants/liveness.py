@@ -17,7 +17,8 @@ What the checker reads from the trace:
   (``waited_s``/``grace_s``, or ``overdue_since``/``detected_at``);
 * ``liveness_detected`` / ``liveness_undetected`` (harness): the flag reached the harness
   (``detection_s`` after the injection), or nothing did within its budget;
-* ``settle_deadline`` (harness): a system judged by a settle probe (``harness.engine.settle``) still
+* ``settle_deadline`` (harness): a system judged by a settle probe
+(``harness.engine.process.settle``) still
   said "pending" at the scenario's deadline. This needs no ledger: every intended delivery the
   provider has not accepted is reported with its age.
 
@@ -28,7 +29,8 @@ and still queued) past its due time plus grace with no flag. It passes with the 
 detection times.
 
 Starved is not stalled: each of those harness lines carries ``cpu``, how long the worker's
-processes waited for a CPU they were ready to use (``harness.engine._cpu_wait``). The harness
+processes waited for a CPU they were ready to use (``harness.engine.process._cpu_wait``). The
+harness
 stretches a deadline or a budget to give that time back (up to ``STRETCH`` times); one that
 still left the worker short of its due was missed by the machine, and a detection that is
 within the bound once that time is taken off was slowed by it. Then the checker cannot tell
@@ -42,7 +44,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.destinations import distinct
-from harness.engine.trace import TraceEvent
+from harness.engine.store.trace import TraceEvent
 from harness.invariants._evidence import detail_of, events_named, provider_times
 from harness.invariants._model import (
     NOT_JUDGED,
@@ -145,7 +147,7 @@ def _missed_deadline(obs: Observation) -> CheckResult | None:
 
 def _starved(detail: dict[str, Any]) -> dict[str, Any] | None:
     """The CPU figures the harness recorded with an event, when they say the machine
-    starved the worker (``harness.engine._cpu_wait``); None otherwise."""
+    starved the worker (``harness.engine.process._cpu_wait``); None otherwise."""
     cpu = detail.get("cpu")
     return cpu if isinstance(cpu, dict) and cpu.get("starved") is True else None
 

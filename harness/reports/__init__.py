@@ -5,8 +5,6 @@
 - ``markdown``, ``junit``, ``html``: one renderer each, every one a function of the JSON only;
 - ``_svg``: the timeline picture, a hand-written inline SVG (no plotting library);
 - ``_live``: the report a running ``certify`` rewrites after every case, and ``--resume``.
-
-``harness.report`` re-exports the public names for older imports.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.engine.store.timeline import build_timeline, timeline_from_workdir
 from harness.reports._contract import (
     SCHEMA,
     ReportError,
@@ -30,12 +29,11 @@ from harness.reports._contract import (
     validate,
     write_atomic,
 )
-from harness.reports._timeline import build_timeline, timeline_from_workdir
 from harness.reports.junit import render_junit
 from harness.reports.markdown import render_markdown
 
 if TYPE_CHECKING:
-    from harness.engine.campaign import CampaignResult
+    from harness.engine.case.campaign import CampaignResult
 
 #: file name per format, as ``certify`` writes them side by side
 FILES: dict[str, str] = {

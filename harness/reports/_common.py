@@ -64,7 +64,7 @@ def flaky_failures(report: Mapping[str, Any]) -> int:
 
 def recovery_sentence(report: Mapping[str, Any]) -> str | None:
     """What a certify's seeded sample of crashes during recovery was (``recovery_sample``,
-    ``harness.engine.recovery``); None for a campaign that ran none."""
+    ``harness.engine.search.recovery``); None for a campaign that ran none."""
     record = report.get("recovery_sample")
     if not isinstance(record, Mapping):
         return None
@@ -163,7 +163,7 @@ def leftover_sentence(left: Mapping[str, Any]) -> str:
 
 
 #: how a case note that carries the provider's own reasons starts
-#: (``harness.engine._provider_reasons``: ``provider: ...`` or ``provider NAME: ...``)
+#: (``harness.engine.case._provider_reasons``: ``provider: ...`` or ``provider NAME: ...``)
 PROVIDER_NOTE = re.compile(r"^provider(?: ([\w.-]+))?: ")
 
 

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import __version__
-from harness.engine import _secrets, _wall
+from harness.engine.process import _wall
+from harness.engine.store import _secrets
 from harness.errors import BadInputError
 from harness.names import BOUNDARIES, NEAR_SIDE_KINDS, near_side_kind
 
 if TYPE_CHECKING:
-    from harness.engine.campaign import CampaignResult, CampaignSettings, CaseResult
+    from harness.engine.case.campaign import CampaignResult, CampaignSettings, CaseResult
 
 SCHEMA = "crash-harness/report/v1"
 SCHEMA_FILE = "report-v1.schema.json"
@@ -87,7 +88,7 @@ def determinism_of(result: Any) -> list[dict[str, Any]]:
 
 def _timeline_for(case: CaseResult, workdir: Path | None) -> list[dict[str, Any]] | None:
     """A timeline for every case that did not pass, while its trace is still on disk."""
-    from harness.reports._timeline import timeline_from_workdir
+    from harness.engine.store.timeline import timeline_from_workdir
 
     if case.verdict.value == "pass" or workdir is None:
         return None
@@ -123,7 +124,7 @@ def case_json(case: CaseResult, *, timeline: list[dict[str, Any]] | None = None)
 
 
 def planned_case_ids(settings: CampaignSettings) -> list[str]:
-    from harness.engine._plan import default_cases
+    from harness.engine.plan._plan import default_cases
 
     names = [spec.name for spec in settings.provider_specs()]
     cases = settings.cases if settings.cases is not None else default_cases(settings.system, names)
@@ -344,7 +345,7 @@ def _hide_password(url: str) -> str:
 
 def redact(value: Any) -> Any:
     """Hide every ``scheme://user:password@`` password, and every secret the harness handed
-    out (``harness.engine._secrets``), in every string of a report."""
+    out (``harness.engine.store._secrets``), in every string of a report."""
     if isinstance(value, str):
         value = _secrets.scrub(value)
         return _secrets.hide_url_passwords(value)
@@ -385,7 +386,7 @@ def validate(report: Any) -> None:
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read and validate a report file; errors name the file and what is wrong with it."""
-    from harness.engine import _paths
+    from harness.engine.store import _paths
 
     if _paths.exists(path, "report") and not path.is_file():  # a FIFO would block forever
         raise ReportError(f"cannot read report {path}: not a regular file")

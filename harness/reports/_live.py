@@ -18,7 +18,7 @@ from harness.errors import BadInputError
 from harness.reports._contract import assemble, case_json, load_report
 
 if TYPE_CHECKING:
-    from harness.engine.campaign import CampaignSettings, CaseResult
+    from harness.engine.case.campaign import CampaignSettings, CaseResult
 
 
 class LiveReport:
@@ -60,7 +60,7 @@ class LiveReport:
         """Add a finished case and rewrite every report file, still marked partial."""
         timeline = None
         if case.verdict.value != "pass" and self.workdir is not None:
-            from harness.reports._timeline import timeline_from_workdir
+            from harness.engine.store.timeline import timeline_from_workdir
 
             timeline = timeline_from_workdir(self.workdir, case.spec.slug)
         self.cases = [c for c in self.cases if c["id"] != case.spec.id]
@@ -121,8 +121,8 @@ def plan_resume(
     ``system``, ``seed`` and ``db_url`` are the values the user typed (None if not given);
     a value that differs from the report's is an error, never silently preferred.
     """
-    from harness.engine import _db
-    from harness.engine.campaign import default_cases
+    from harness.engine.case.campaign import default_cases
+    from harness.engine.store import _db
     from harness.systems import resolve
 
     report = load_report(path)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from harness.reports._timeline import HARNESS_LANE, LEDGER_LANE, PROVIDER_LANE
+from harness.engine.store.timeline import HARNESS_LANE, LEDGER_LANE, PROVIDER_LANE
 
 #: marker, face colour, edge colour and legend text per provider outcome
 #: (markers: "o" circle, "s" square, "^" triangle, "x" cross)

@@ -355,8 +355,8 @@ def _case(
     case: Mapping[str, Any],
     svg_cache: MutableMapping[str, str] | None,
 ) -> str:
+    from harness.engine.store.timeline import synthesize
     from harness.reports._svg import timeline_svg
-    from harness.reports._timeline import synthesize
 
     verdict = case["verdict"]
     timeline: list[Mapping[str, Any]] = list(case.get("timeline") or [])

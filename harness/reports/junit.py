@@ -10,7 +10,7 @@ failure or an error: it is a ``not_judged`` property of its testcase and a line 
 ``<system-out>``. A
 planned step that did not land is a ``coverage_gap`` failure, except in an explore report:
 there the schedules were drawn, not planned, and one that did not land tested nothing, so it
-is ``<skipped>`` (the rule ``harness.engine.outcome`` applies to the exit status).
+is ``<skipped>`` (the rule ``harness.reports.outcome`` applies to the exit status).
 """
 
 from __future__ import annotations

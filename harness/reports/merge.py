@@ -148,7 +148,7 @@ def verdict(report: Mapping[str, Any]) -> tuple[ExitStatus, str]:
     inconclusive); any other as ``certify``: 1 on a failure or an uncovered boundary, else 3
     if a case is undecided, else 0. A report missing shards or cases is never a pass.
     """
-    from harness.engine.outcome import Expectation, judge
+    from harness.reports.outcome import Expectation, judge
 
     scenario = report.get("scenario")
     expect = Expectation.of_scenario(scenario if isinstance(scenario, Mapping) else None)
@@ -282,7 +282,7 @@ def _settings_of(report: Mapping[str, Any]) -> Any:
     The system is not resolved by name: a merge must work where the system's code is not
     installed. Its boundaries are the report's coverage rows, which list every documented one.
     """
-    from harness.engine.campaign import CampaignSettings
+    from harness.engine.case.campaign import CampaignSettings
     from harness.names import BOUNDARIES
     from harness.systems import System
 
