@@ -12,13 +12,13 @@ What lives where (the rooms; ``tests/test_architecture.py`` keeps them):
   (what ``read_ledger`` returns), ``db`` (opening the case database as the harness does),
   ``presets`` (what a campaign knows of each provider preset), ``destinations``, ``clock``,
   ``names`` (canonical boundary, state and invariant names), ``errors`` (the error tree and
-  exit statuses), ``report`` (writing a campaign's reports).
-- ``harness.engine``: what runs a campaign (campaign, case, supervisor, process tree,
-  schedule, sweep, explore, parallel jobs, trace store, settle, lifecycle, fake time, case
-  databases); not public. It imports no subject.
+  exit statuses), ``identities`` (a delivery's stable ids).
+- ``harness.engine``: what runs a campaign, one room per stage of a case's life (``store``,
+  ``process``, ``plan``, ``case``, ``search``, and ``results``, the types it hands out);
+  not public. It imports no subject and never the reports.
 - ``harness.cli``: the ``crash-harness`` command, one module per command.
 - ``harness.faults``, ``harness.invariants``, ``harness.reports``: one module per fault, per
-  invariant checker, per report format.
+  invariant checker, per report format (``harness.reports.outcome``: a report's exit status).
 - The subjects: ``harness.reference`` (the ledger and worker that do it right) and
   ``harness.mutants`` (the catalogue of broken workers the harness must catch). They import
   only the public face, as a user's system does, and the harness finds them by name

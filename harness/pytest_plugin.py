@@ -33,8 +33,8 @@ import pytest
 
 if TYPE_CHECKING:
     from fake_providers import ProviderProcess
-    from harness.engine.case.campaign import CampaignResult, CaseResult
     from harness.engine.plan.scenario import Scenario
+    from harness.engine.results import CampaignResult, CaseResult
     from harness.systems import System
 
 #: (name, flag, ini key, metavar, help); the ini twin shares the help text
@@ -567,7 +567,7 @@ class CrashCampaign:
         return result
 
     def _skipped_shard(self, settings: Any, why: str) -> CampaignResult:
-        from harness.engine.case.campaign import CampaignResult
+        from harness.engine.results import CampaignResult
 
         result = CampaignResult(settings=settings)
         result.extra["pytest"] = {"skipped_shard": f"crash-harness: {why}"}

@@ -1,9 +1,10 @@
-"""The rooms hold: no import circle, subjects use only the public face, the engine no subject.
+"""The rooms hold: no import circle, subjects use only the public face, the engine no subject,
+the engine's rooms import only downwards and never the reports.
 
-Read from the source (every import, including those inside functions; only the ones under
-``if TYPE_CHECKING:`` are left out, since they never run), so a lazy import cannot hide a
-circle or a reach into the wrong room. What the rooms are is said in ``harness/__init__.py``
-and ``harness/engine/__init__.py``.
+Read from the source (every import, including those inside functions and those under
+``if TYPE_CHECKING:``), so neither a lazy import nor a type-only one can hide a circle or a
+reach into the wrong room. What the rooms are is said in ``harness/__init__.py``,
+``harness/engine/__init__.py`` and each room's ``__init__``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ PACKAGES = ("harness", "fake_providers")
 SUBJECTS = ("harness.reference", "harness.mutants")
 #: modules directly in ``harness/`` that are no part of the public face
 NOT_PUBLIC = frozenset({"harness.__main__", "harness.pytest_plugin"})
+#: the most modules ``harness/`` may hold at its top (``__init__`` and ``__main__`` count)
+MOST_TOP_MODULES = 15
+#: the engine's rooms, lowest first: a room imports only itself and the rooms before it
+#: (``results`` is the one module beside them: the types the engine hands to its readers)
+ENGINE_ROOMS = ("store", "process", "plan", "results", "case", "search")
+#: what no engine module imports: the engine hands results out, it never reads reports
+NOT_FOR_THE_ENGINE = ("harness.reports", "harness.cli", "harness.pytest_plugin")
 
 
 @dataclass(frozen=True)
@@ -43,20 +51,6 @@ def _modules() -> dict[str, tuple[Path, bool]]:
     return found
 
 
-def _type_checking_only(tree: ast.AST) -> set[int]:
-    """ids of the nodes under ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.If):
-            continue
-        test = node.test
-        name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
-        if name == "TYPE_CHECKING":
-            for statement in node.body:
-                skipped.update(id(n) for n in ast.walk(statement))
-    return skipped
-
-
 def _owner(name: str, modules: dict[str, tuple[Path, bool]]) -> str | None:
     """The module of ours that ``name`` (a module or a name in one) lives in."""
     while name and name not in modules:
@@ -69,11 +63,8 @@ def imports_of(modules: dict[str, tuple[Path, bool]]) -> list[Import]:
     found: list[Import] = []
     for name, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        skipped = _type_checking_only(tree)
         package = name if is_package else name.rpartition(".")[0]
         for node in ast.walk(tree):
-            if id(node) in skipped:
-                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -156,6 +147,8 @@ def edges() -> list[Import]:
     pairs = {(e.source, e.target) for e in found}
     assert ("harness.engine.case.campaign", "harness.engine.process.supervisor") in pairs
     assert ("harness.cli", "harness.cli.scenario") in pairs
+    # and one written under ``if TYPE_CHECKING:`` (the reports name the results' types)
+    assert ("harness.reports._contract", "harness.engine.results") in pairs
     return found
 
 
@@ -198,3 +191,59 @@ def test_the_subject_registry_names_importable_systems() -> None:
     assert catalogue, systems.MUTANTS
     first = sorted(catalogue)[0]
     assert systems.resolve(f"mutant:{first}").name == f"mutant:{first}"
+
+
+def _room_of(name: str) -> str | None:
+    """The engine room ``name`` lives in (``None``: not the engine, or the engine's package)."""
+    if not name.startswith("harness.engine."):
+        return None
+    return name.split(".")[2]
+
+
+def room_breaches(edges: list[Import], modules: set[str]) -> list[str]:
+    """Every import that breaks the engine's room rules, said with its file and line."""
+    wrong = [
+        f"harness/engine/{name.split('.')[2]}: not a room of {ENGINE_ROOMS}"
+        for name in sorted(modules)
+        if name.startswith("harness.engine.") and _room_of(name) not in ENGINE_ROOMS
+    ]
+    for e in edges:
+        source, target = _room_of(e.source), _room_of(e.target)
+        if source is None:
+            continue
+        if any(e.target == f or e.target.startswith(f + ".") for f in NOT_FOR_THE_ENGINE):
+            wrong.append(f"{e.where}: {e.source} imports {e.target} (the engine hands out)")
+        elif target is not None and ENGINE_ROOMS.index(target) > ENGINE_ROOMS.index(source):
+            wrong.append(f"{e.where}: {e.source} ({source}) imports {e.target} (room {target})")
+    return sorted(set(wrong))
+
+
+def test_the_engine_rooms_import_only_downwards(edges: list[Import]) -> None:
+    """Each module of the engine is in a room, and a room imports only itself and the rooms
+    below it (``ENGINE_ROOMS``); no engine module imports the reports or the command line."""
+    wrong = room_breaches(edges, set(_modules()))
+    assert not wrong, "the engine's rooms are broken:\n" + "\n".join(wrong)
+
+
+def test_the_room_rules_fire() -> None:
+    """The rule sees a wrong-room import, a reach into the reports and a module outside
+    every room (so a rule that reads nothing cannot pass)."""
+    modules = {"harness.engine.store.trace", "harness.engine.case.campaign", "harness.engine.x"}
+    edges = [
+        Import("harness.engine.store.trace", "harness.engine.case.campaign", "a.py:1"),
+        Import("harness.engine.case.campaign", "harness.reports", "b.py:2"),
+        Import("harness.engine.case.campaign", "harness.engine.store.trace", "c.py:3"),
+    ]
+    wrong = room_breaches(edges, modules)
+    assert any(w.startswith("a.py:1") for w in wrong), wrong
+    assert any(w.startswith("b.py:2") for w in wrong), wrong
+    assert any("harness/engine/x" in w for w in wrong), wrong
+    assert not any(w.startswith("c.py:3") for w in wrong), wrong
+    assert circles([Import("a", "b", "x:1"), Import("b", "a", "y:2")]) == [["a", "b"]]
+
+
+def test_the_top_of_harness_stays_small() -> None:
+    """``harness/`` keeps at most ``MOST_TOP_MODULES`` modules at its top: a new one finds its
+    room instead of landing beside the public face."""
+    top = sorted(p.name for p in (ROOT / "harness").glob("*.py"))
+    assert len(top) <= MOST_TOP_MODULES, top

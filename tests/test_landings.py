@@ -6,10 +6,9 @@ In memory (no campaign): the end-to-end share is measured by benchmarks/bench_sw
 
 from __future__ import annotations
 
-from harness.engine.case._context import Landing, StepRecord
 from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process.supervisor import OutcomeKind, WorkerOutcome
-from harness.engine.results import CaseResult
+from harness.engine.results import CaseResult, Landing, StepRecord
 from harness.engine.search._landings import Landings
 from harness.invariants import Status
 

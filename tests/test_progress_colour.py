@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import _progress, _style
-from harness.engine.case._context import Landing, StepRecord
 from harness.engine.case.campaign import CaseResult
 from harness.engine.plan.schedule import CaseSpec
+from harness.engine.results import Landing, StepRecord
 from harness.invariants import Status
 
 ROOT = Path(__file__).resolve().parent.parent

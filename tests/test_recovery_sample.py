@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.engine.case._context import Landing, StepRecord
 from harness.engine.plan.schedule import CaseSpec
-from harness.engine.results import CaseResult
+from harness.engine.results import CaseResult, Landing, StepRecord
 from harness.engine.search.recovery import RECOVERY_SAMPLE, sample, second_crashes
 from harness.invariants import Status
 

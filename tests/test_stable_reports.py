@@ -23,7 +23,6 @@ import requests
 
 from fake_providers import FaultRule, ProviderProcess
 from harness import systems
-from harness.engine.case._context import Landing, StepRecord
 from harness.engine.case.campaign import (
     Campaign,
     CampaignSettings,
@@ -31,6 +30,7 @@ from harness.engine.case.campaign import (
     CaseSpec,
     _case_rules,
 )
+from harness.engine.results import Landing, StepRecord
 from harness.engine.search.determinism import content, first_difference, rerun_sample
 from harness.engine.search.recovery import RECOVERY_SAMPLE
 from harness.faults.provider import pin_workload_rules, pinned_delivery

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.engine.case._context import Landing, StepRecord
 from harness.engine.case.campaign import Campaign, CampaignSettings, CaseResult, validate_cases
 from harness.engine.plan.schedule import CaseSpec
+from harness.engine.results import Landing, StepRecord
 from harness.engine.search.explore import explore
 from harness.engine.search.sweep import sweep
 from harness.invariants import Status

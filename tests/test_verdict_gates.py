@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from harness.engine.case._context import Landing, StepRecord
 from harness.engine.case.campaign import (
     Campaign,
     CampaignResult,
@@ -26,6 +25,7 @@ from harness.engine.case.campaign import (
     _verdict,
 )
 from harness.engine.process.supervisor import OutcomeKind, WorkerOutcome
+from harness.engine.results import Landing, StepRecord
 from harness.engine.search.sweep import sweep
 from harness.errors import ExitStatus
 from harness.invariants import CheckResult, Status

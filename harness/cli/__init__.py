@@ -315,7 +315,6 @@ def certify(
     from harness.cli import _progress
     from harness.cli.scenario import print_case
     from harness.engine.case.campaign import (
-        DEFAULT_WORKER_DEADLINE_S,
         CampaignSettings,
         CaseResult,
         CaseSpec,
@@ -324,6 +323,7 @@ def certify(
         validate_cases,
     )
     from harness.engine.plan import _overrides
+    from harness.engine.results import DEFAULT_WORKER_DEADLINE_S
     from harness.engine.store import _db, _scratch
     from harness.invariants import Status
     from harness.reports._contract import determinism_of

@@ -25,9 +25,9 @@ def _settings(
     keep: bool,
     set_words: tuple[str, ...] = (),
 ) -> Any:
-    from harness.engine.case.campaign import CampaignSettings
     from harness.engine.plan import _overrides
     from harness.engine.plan import scenario as scenario_mod
+    from harness.engine.results import CampaignSettings
     from harness.engine.store import _db
 
     system = scenario.checked_system()
@@ -151,7 +151,7 @@ def stop_interrupted(
     """After Ctrl-C or SIGTERM: say so, write a partial report of the cases that finished,
     keep the work dir and say where both are; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
     from harness import reports
-    from harness.engine.case.campaign import CampaignResult
+    from harness.engine.results import CampaignResult
 
     _progress.clear_live()
     why, status = interruption(exc)

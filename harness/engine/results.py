@@ -1,21 +1,40 @@
-"""What one case came to: its verdict, the checks, the workers, the planned steps' landings.
+"""What a campaign was asked (``CampaignSettings``) and what it came to (``CampaignResult``,
+one ``CaseResult`` per case, one ``StepRecord`` per planned step and its ``Landing``).
 
-Its own module so that what runs cases (``campaign``, ``parallel``'s jobs) and what reads
-their results (reports, the command line) share the type without importing each other.
+The types the engine and its readers share: the engine builds them, ``harness.reports`` and
+the command line read them, and neither side imports the other to do so. The engine never
+imports ``harness.reports``; it hands these over.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from harness.engine.case._context import StepRecord
+from harness.engine.plan._providers import ProviderSpec
 from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process._leftovers import Leftover
+from harness.engine.process.lifecycle import Lifecycle
+from harness.engine.process.settle import Settle
 from harness.engine.process.supervisor import WorkerOutcome
 from harness.invariants import CheckResult, Status
+from harness.systems import System
 
-__all__ = ["RACE_MEASURED", "CaseResult"]
+__all__ = [
+    "DEFAULT_WORKER_DEADLINE_S",
+    "RACE_MEASURED",
+    "CampaignResult",
+    "CampaignSettings",
+    "CaseResult",
+    "Landing",
+    "StepRecord",
+]
+
+#: how long one worker incarnation may run before it is declared hung
+DEFAULT_WORKER_DEADLINE_S = 60.0
 
 #: a racing case's fields that the race decided (who claimed what and in which order, so how
 #: often each boundary was reached, how many attempts were made and which of the workload's
@@ -28,6 +47,42 @@ RACE_MEASURED = (
     "invariants.*.summary",
     "invariants.*.evidence",
 )
+
+
+class Landing(StrEnum):
+    """Whether a planned step happened. Only ``LANDED`` lets a case pass."""
+
+    #: the fault module saw its evidence: the crash line, the pause, the provider's record
+    LANDED = "landed"
+    #: the armed boundary hit never came (the worker finished first)
+    NOT_REACHED = "not_reached"
+    #: an earlier worker died or hung on its own, so the case stopped before this step
+    NOT_RUN = "not_run"
+    #: the step ran, but nothing shows it took effect
+    UNCONFIRMED = "unconfirmed"
+
+
+@dataclass
+class StepRecord:
+    """What became of one planned step, with the evidence a person can check."""
+
+    step: str
+    landing: Landing
+    detail: str
+    #: how often the step's boundary was reached by the worker it was armed on
+    hits_reached: int | None = None
+
+    @property
+    def landed(self) -> bool:
+        return self.landing is Landing.LANDED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "landing": self.landing.value,
+            "detail": self.detail,
+            "hits_reached": self.hits_reached,
+        }
 
 
 @dataclass
@@ -146,3 +201,101 @@ class CaseResult:
             **({"trace": self.trace} if self.trace else {}),
             **({"timeline": self.timeline} if self.timeline else {}),
         }
+
+
+@dataclass
+class CampaignSettings:
+    system: System
+    seed: int
+    db_url: str | None = None
+    cases: list[CaseSpec] | None = None
+    worker_deadline_s: float = DEFAULT_WORKER_DEADLINE_S
+    keep_workdir: bool = False
+    workdir: Path | None = None
+    #: workload size
+    runs: int = 3
+    destinations_per_topic: int = 2
+    #: provider fault rules applied to every case (JSON shape); None = the default workload's
+    provider_faults: tuple[dict[str, Any], ...] | None = None
+    #: WorkerConfig fields the scenario sets (lease_s, retry_backoff_s, ...)
+    worker_overrides: dict[str, Any] = field(default_factory=dict)
+    #: the provider's dedupe window (0: it dedupes nothing); the worker is told the same
+    provider_window_s: float | None = None
+    #: how to rerun a case: the command words before ``--case`` (certify by default)
+    replay_prefix: list[str] | None = None
+    #: settings a caller gave on top of the scenario or system (``harness.engine.plan._overrides``):
+    #: restated as ``--set`` words in every replay command, so the replay runs this workload
+    replay_overrides: dict[str, Any] = field(default_factory=dict)
+    #: cases run in parallel on this many cores (each job its own provider and work dir)
+    jobs: int = 1
+    #: the fake provider preset the campaign runs against (``harness.presets``)
+    provider_preset: str = "payments"
+    #: the preset's per-instance options (``docs/providers.md``), e.g. strip_metadata
+    provider_options: dict[str, Any] = field(default_factory=dict)
+    #: what a crash kills: ``worker`` (its whole process tree) or ``process`` (the one
+    #: process that reached the boundary)
+    crash_scope: str = "worker"
+    #: probe, recovery hook and deadline for a system that settles on its own timers
+    settle: Settle | None = None
+    #: the provider credentials granted (``harness.engine.plan.credentials``): one ``shared``
+    #: ``"*"``, or
+    #: one per destination group (``per-topic``, ``per-domain``)
+    credentials: str = "shared"
+    #: how a third-party worker lives and tells time: daemon, stop signal, fake time, ...
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: with a ``--db`` SQLite file: the name this run's case ledgers are made from, held by
+    #: the campaign (``_db.claim_sqlite``) so a run sharing the file never touches them;
+    #: set by ``Campaign``, inherited by its parallel jobs
+    sqlite_stem: Path | None = None
+    #: the first provider's name (``[provider.NAME]``); None: its preset's name
+    provider_name: str | None = None
+    #: the scenario's other providers, in its order (``harness.engine.plan._providers``)
+    more_providers: tuple[ProviderSpec, ...] = ()
+
+    def provider_specs(self) -> list[ProviderSpec]:
+        """Every provider of the campaign, the first (the ``provider_*`` fields) first."""
+        first = ProviderSpec(
+            name=self.provider_name or self.provider_preset,
+            preset=self.provider_preset,
+            window_s=self.provider_window_s,
+            options=dict(self.provider_options),
+            faults=self.provider_faults,
+        )
+        return [first, *self.more_providers]
+
+
+@dataclass
+class CampaignResult:
+    settings: CampaignSettings
+    cases: list[CaseResult] = field(default_factory=list)
+    workdir: Path | None = None
+    started_at: float = field(default_factory=time.time)
+    finished_at: float = 0.0
+    #: extra top-level report sections (scenario, sweep coverage, determinism, ...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def database_kind(self) -> str:
+        url = self.settings.db_url
+        return "postgresql" if url and url.startswith("postgresql") else "sqlite"
+
+    def covered(self) -> list[str]:
+        """The system's boundaries a planned crash landed on (a far-side point counts when
+        the system lists it: a program whose dry run found it; for a declared system the
+        far-side cases are extra to its documented boundaries, not part of the figure)."""
+        return sorted(
+            {
+                s.boundary
+                for c in self.cases
+                if c.crash_fired
+                for s in c.spec.steps
+                if s.boundary is not None and s.boundary in self.settings.system.boundaries
+            }
+        )
+
+    def uncovered(self) -> list[str]:
+        """Documented boundaries no crash landed on (only meaningful for a full campaign)."""
+        if self.settings.cases is not None:
+            return []
+        covered = set(self.covered())
+        return [b for b in self.settings.system.boundaries if b not in covered]

@@ -22,13 +22,24 @@ import contextlib
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from harness import boundary, note
 from harness.errors import LeaseLostError
+from harness.reference.ledger import Claim, Ledger
+from harness.worker_config import WorkerConfig
 
-if TYPE_CHECKING:
-    from harness.reference.worker import ReferenceWorker
+
+class ReferenceWorker(Protocol):
+    """What the tasks need of the worker that runs them (``harness.reference.worker``'s
+    ``ReferenceWorker``): a protocol, so this module never imports the worker that imports it."""
+
+    config: WorkerConfig
+    ledger: Ledger
+
+    def idle(self, wake: tuple[float | None, float | None]) -> None: ...
+
+    def deliver(self, claim: Claim) -> None: ...
 
 #: how many deliveries may be in flight at once
 SLOTS = 4

@@ -33,7 +33,7 @@ from harness.reports.junit import render_junit
 from harness.reports.markdown import render_markdown
 
 if TYPE_CHECKING:
-    from harness.engine.case.campaign import CampaignResult
+    from harness.engine.results import CampaignResult
 
 #: file name per format, as ``certify`` writes them side by side
 FILES: dict[str, str] = {

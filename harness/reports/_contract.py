@@ -29,7 +29,7 @@ from harness.errors import BadInputError
 from harness.names import BOUNDARIES, NEAR_SIDE_KINDS, near_side_kind
 
 if TYPE_CHECKING:
-    from harness.engine.case.campaign import CampaignResult, CampaignSettings, CaseResult
+    from harness.engine.results import CampaignResult, CampaignSettings, CaseResult
 
 SCHEMA = "crash-harness/report/v1"
 SCHEMA_FILE = "report-v1.schema.json"

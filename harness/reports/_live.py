@@ -18,7 +18,7 @@ from harness.errors import BadInputError
 from harness.reports._contract import assemble, case_json, load_report
 
 if TYPE_CHECKING:
-    from harness.engine.case.campaign import CampaignSettings, CaseResult
+    from harness.engine.results import CampaignSettings, CaseResult
 
 
 class LiveReport:
@@ -121,7 +121,7 @@ def plan_resume(
     ``system``, ``seed`` and ``db_url`` are the values the user typed (None if not given);
     a value that differs from the report's is an error, never silently preferred.
     """
-    from harness.engine.case.campaign import default_cases
+    from harness.engine.plan._plan import default_cases
     from harness.engine.store import _db
     from harness.systems import resolve
 

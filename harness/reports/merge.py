@@ -282,7 +282,7 @@ def _settings_of(report: Mapping[str, Any]) -> Any:
     The system is not resolved by name: a merge must work where the system's code is not
     installed. Its boundaries are the report's coverage rows, which list every documented one.
     """
-    from harness.engine.case.campaign import CampaignSettings
+    from harness.engine.results import CampaignSettings
     from harness.names import BOUNDARIES
     from harness.systems import System
 

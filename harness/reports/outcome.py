@@ -36,7 +36,7 @@ from harness.errors import ExitStatus
 from harness.invariants import looks
 
 if TYPE_CHECKING:
-    from harness.engine.case.campaign import CampaignResult
+    from harness.engine.results import CampaignResult
 
 #: case verdicts that make a campaign inconclusive on their own
 _UNDECIDED_VERDICTS = ("unknown", "flaky")

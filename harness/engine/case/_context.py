@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace_arm
-from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from harness.engine.process.supervisor import (
     pidfd_of,
     wait_readable,
 )
+from harness.engine.results import Landing, StepRecord
 from harness.engine.store import _db, trace
 from harness.systems import System
 from harness.worker_config import WorkerConfig
@@ -58,42 +58,6 @@ MAX_FINISH_WORKERS = 3
 
 #: outcomes that mean a worker did something the harness did not ask for
 ANOMALIES = (OutcomeKind.DIED, OutcomeKind.KILLED_UNPLANNED, OutcomeKind.HUNG)
-
-
-class Landing(StrEnum):
-    """Whether a planned step happened. Only ``LANDED`` lets a case pass."""
-
-    #: the fault module saw its evidence: the crash line, the pause, the provider's record
-    LANDED = "landed"
-    #: the armed boundary hit never came (the worker finished first)
-    NOT_REACHED = "not_reached"
-    #: an earlier worker died or hung on its own, so the case stopped before this step
-    NOT_RUN = "not_run"
-    #: the step ran, but nothing shows it took effect
-    UNCONFIRMED = "unconfirmed"
-
-
-@dataclass
-class StepRecord:
-    """What became of one planned step, with the evidence a person can check."""
-
-    step: str
-    landing: Landing
-    detail: str
-    #: how often the step's boundary was reached by the worker it was armed on
-    hits_reached: int | None = None
-
-    @property
-    def landed(self) -> bool:
-        return self.landing is Landing.LANDED
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "landing": self.landing.value,
-            "detail": self.detail,
-            "hits_reached": self.hits_reached,
-        }
 
 
 @dataclass

@@ -16,14 +16,32 @@ import struct
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol, Self
 
+from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process import _leftovers
 from harness.engine.process.supervisor import wait_readable
+from harness.engine.results import CampaignSettings, CaseResult
 from harness.errors import BadInputError
 
-if TYPE_CHECKING:
-    from harness.engine.case.campaign import Campaign
+
+class CaseRunner(Protocol):
+    """What a job needs of the campaign it is forked from (``Campaign`` is one): its settings
+    as given, its work dir, a way to make one of its own kind, and running a case. A
+    protocol, so that the jobs never import the campaign that starts them."""
+
+    given_settings: CampaignSettings
+    workdir: Path
+
+    def __init__(self, settings: CampaignSettings) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def run(self, case: CaseSpec, *, slug_prefix: str = "") -> CaseResult: ...
+
 
 _HEADER = struct.Struct("!I")
 #: fcntl: set a pipe's capacity (Linux)
@@ -48,9 +66,9 @@ def send(fd: int, kind: str, value: object) -> None:
 
 
 def start_job(
-    parent: Campaign,
+    parent: CaseRunner,
     name: str,
-    work: Callable[[Campaign, int], None],
+    work: Callable[[CaseRunner, int], None],
     *,
     close_in_child: Iterable[int] = (),
 ) -> tuple[int, int]:

@@ -15,7 +15,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fake_providers import FaultRule, ProviderProcess
 from harness.clock import SharedClock, start_for_seed
 from harness.engine.case import _provider_watch
-from harness.engine.case._context import ANOMALIES, CaseContext, Landing, StepRecord
+from harness.engine.case._context import ANOMALIES, CaseContext
 from harness.engine.case._provider_reasons import reason_notes
 from harness.engine.plan import _glue
 from harness.engine.plan import credentials as credentials_mod
@@ -37,10 +37,14 @@ from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.plan.workload import Workload, build_workload, case_intent, seed_database
 from harness.engine.process import _faketime, _far_side, _leftovers
 from harness.engine.process._lifeline import LifelineCut
-from harness.engine.process.lifecycle import Lifecycle
-from harness.engine.process.settle import Settle
 from harness.engine.process.supervisor import OutcomeKind, Supervisor, WorkerOutcome
-from harness.engine.results import CaseResult
+from harness.engine.results import (
+    CampaignResult,
+    CampaignSettings,
+    CaseResult,
+    Landing,
+    StepRecord,
+)
 from harness.engine.store import _db, _room, _scratch, _secrets
 from harness.engine.store import trace as trace_store
 from harness.engine.store.trace import TraceEvent
@@ -57,8 +61,6 @@ from harness.presets import PresetFacts, campaign_faults, facts_for
 from harness.systems import System
 from harness.worker_config import ProviderEndpoint, WorkerConfig
 
-#: how long one worker incarnation may run before it is declared hung
-DEFAULT_WORKER_DEADLINE_S = 60.0
 #: a reply slower than this is an unknown outcome (kept short: timeouts are part of the tests)
 HARNESS_REQUEST_TIMEOUT_S = 1.0
 #: wall seconds a due delivery may sit untouched before the watchdog calls it overdue
@@ -84,104 +86,6 @@ __all__ = [
     "run_campaign",
     "validate_cases",
 ]
-
-
-@dataclass
-class CampaignSettings:
-    system: System
-    seed: int
-    db_url: str | None = None
-    cases: list[CaseSpec] | None = None
-    worker_deadline_s: float = DEFAULT_WORKER_DEADLINE_S
-    keep_workdir: bool = False
-    workdir: Path | None = None
-    #: workload size
-    runs: int = 3
-    destinations_per_topic: int = 2
-    #: provider fault rules applied to every case (JSON shape); None = the default workload's
-    provider_faults: tuple[dict[str, Any], ...] | None = None
-    #: WorkerConfig fields the scenario sets (lease_s, retry_backoff_s, ...)
-    worker_overrides: dict[str, Any] = field(default_factory=dict)
-    #: the provider's dedupe window (0: it dedupes nothing); the worker is told the same
-    provider_window_s: float | None = None
-    #: how to rerun a case: the command words before ``--case`` (certify by default)
-    replay_prefix: list[str] | None = None
-    #: settings a caller gave on top of the scenario or system (``harness.engine.plan._overrides``):
-    #: restated as ``--set`` words in every replay command, so the replay runs this workload
-    replay_overrides: dict[str, Any] = field(default_factory=dict)
-    #: cases run in parallel on this many cores (each job its own provider and work dir)
-    jobs: int = 1
-    #: the fake provider preset the campaign runs against (``harness.presets``)
-    provider_preset: str = "payments"
-    #: the preset's per-instance options (``docs/providers.md``), e.g. strip_metadata
-    provider_options: dict[str, Any] = field(default_factory=dict)
-    #: what a crash kills: ``worker`` (its whole process tree) or ``process`` (the one
-    #: process that reached the boundary)
-    crash_scope: str = "worker"
-    #: probe, recovery hook and deadline for a system that settles on its own timers
-    settle: Settle | None = None
-    #: the provider credentials granted (``harness.engine.plan.credentials``): one ``shared``
-    #: ``"*"``, or
-    #: one per destination group (``per-topic``, ``per-domain``)
-    credentials: str = "shared"
-    #: how a third-party worker lives and tells time: daemon, stop signal, fake time, ...
-    lifecycle: Lifecycle = field(default_factory=Lifecycle)
-    #: with a ``--db`` SQLite file: the name this run's case ledgers are made from, held by
-    #: the campaign (``_db.claim_sqlite``) so a run sharing the file never touches them;
-    #: set by ``Campaign``, inherited by its parallel jobs
-    sqlite_stem: Path | None = None
-    #: the first provider's name (``[provider.NAME]``); None: its preset's name
-    provider_name: str | None = None
-    #: the scenario's other providers, in its order (``harness.engine.plan._providers``)
-    more_providers: tuple[ProviderSpec, ...] = ()
-
-    def provider_specs(self) -> list[ProviderSpec]:
-        """Every provider of the campaign, the first (the ``provider_*`` fields) first."""
-        first = ProviderSpec(
-            name=self.provider_name or self.provider_preset,
-            preset=self.provider_preset,
-            window_s=self.provider_window_s,
-            options=dict(self.provider_options),
-            faults=self.provider_faults,
-        )
-        return [first, *self.more_providers]
-
-
-@dataclass
-class CampaignResult:
-    settings: CampaignSettings
-    cases: list[CaseResult] = field(default_factory=list)
-    workdir: Path | None = None
-    started_at: float = field(default_factory=time.time)
-    finished_at: float = 0.0
-    #: extra top-level report sections (scenario, sweep coverage, determinism, ...)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def database_kind(self) -> str:
-        url = self.settings.db_url
-        return "postgresql" if url and url.startswith("postgresql") else "sqlite"
-
-    def covered(self) -> list[str]:
-        """The system's boundaries a planned crash landed on (a far-side point counts when
-        the system lists it: a program whose dry run found it; for a declared system the
-        far-side cases are extra to its documented boundaries, not part of the figure)."""
-        return sorted(
-            {
-                s.boundary
-                for c in self.cases
-                if c.crash_fired
-                for s in c.spec.steps
-                if s.boundary is not None and s.boundary in self.settings.system.boundaries
-            }
-        )
-
-    def uncovered(self) -> list[str]:
-        """Documented boundaries no crash landed on (only meaningful for a full campaign)."""
-        if self.settings.cases is not None:
-            return []
-        covered = set(self.covered())
-        return [b for b in self.settings.system.boundaries if b not in covered]
 
 
 def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:
@@ -744,7 +648,7 @@ def run_case(
     )
     timeline: list[dict[str, Any]] = []
     if verdict is not Status.PASS:  # a picture for every case a person must look at
-        from harness.reports import build_timeline
+        from harness.engine.store.timeline import build_timeline
 
         timeline = build_timeline(
             events,

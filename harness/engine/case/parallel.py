@@ -18,15 +18,12 @@ import signal
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.engine.case import _jobpipe
+from harness.engine.case._jobpipe import CaseRunner
 from harness.engine.plan.schedule import CaseSpec
 from harness.engine.results import CaseResult
 from harness.errors import BadInputError, HarnessError
-
-if TYPE_CHECKING:
-    from harness.engine.case.campaign import Campaign
 
 
 def shard(cases: list[CaseSpec], spec: str) -> list[CaseSpec]:
@@ -42,7 +39,7 @@ def shard(cases: list[CaseSpec], spec: str) -> list[CaseSpec]:
 
 
 def run_cases(
-    campaign: Campaign,
+    campaign: CaseRunner,
     cases: list[CaseSpec],
     *,
     jobs: int,
@@ -119,7 +116,7 @@ def _claim(counter: Path) -> int:
         return taken
 
 
-def _work(campaign: Campaign, out_fd: int, *, cases: list[CaseSpec], counter: Path) -> None:
+def _work(campaign: CaseRunner, out_fd: int, *, cases: list[CaseSpec], counter: Path) -> None:
     """A forked job: run the next untaken case until none is left."""
     while (index := _claim(counter)) < len(cases):  # pragma: no cover - in the job
         _jobpipe.send(out_fd, "case", campaign.run(cases[index]))

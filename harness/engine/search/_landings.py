@@ -30,10 +30,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from harness.engine.case._context import Landing
 from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.process.supervisor import OutcomeKind
-from harness.engine.results import CaseResult
+from harness.engine.results import CaseResult, Landing
 
 #: the worker a step was armed on, as the step's record names it (``w3 reached ...``)
 _WORKER = re.compile(r"^(w\d+) reached ")
