@@ -41,6 +41,7 @@ class ReferenceWorker(Protocol):
 
     def deliver(self, claim: Claim) -> None: ...
 
+
 #: how many deliveries may be in flight at once
 SLOTS = 4
 
