@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.engine.case.campaign import _verdict
+from harness.engine.case.judge import _verdict
 from harness.engine.process import _tree
 from harness.engine.store import _scratch
 from harness.errors import ExitStatus

@@ -328,7 +328,7 @@ def test_each_providers_epoch_is_audited_and_named() -> None:
     """A reset of the second provider's epoch that the harness did not make is evidence
     against the case, and the note names that provider."""
     from harness.engine.case import _provider_watch
-    from harness.engine.case.campaign import _check_epoch
+    from harness.engine.case.run import _check_epoch
 
     class _Admin:
         def audit(self, epoch: int) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from fake_providers import ProviderProcess
 from fake_providers._credentials import ADMIN_TOKEN_ENV, CREDENTIALS_ENV, SECRET_ENV
 from fake_providers._effect_log import EffectLog
 from harness.cli import main
-from harness.engine.case.campaign import _verdict
+from harness.engine.case.judge import _verdict
 from harness.engine.process._wall import ISOLATION_ENV
 from harness.engine.process.supervisor import OutcomeKind, WorkerOutcome
 from harness.engine.results import Landing, StepRecord

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from harness import report as report_module
+from harness import reports as report_module
 from harness.cli import main
 from harness.engine.store.trace import TraceEvent
 from harness.invariants import AuditRow, EffectRow

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import report as report_module
+from harness import reports as report_module
 from harness.cli import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report_failing.json"

@@ -28,8 +28,8 @@ from harness.engine.case.campaign import (
     CampaignSettings,
     CaseResult,
     CaseSpec,
-    _case_rules,
 )
+from harness.engine.case.prepare import _case_rules
 from harness.engine.results import Landing, StepRecord
 from harness.engine.search.determinism import content, first_difference, rerun_sample
 from harness.engine.search.recovery import RECOVERY_SAMPLE

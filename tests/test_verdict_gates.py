@@ -22,8 +22,8 @@ from harness.engine.case.campaign import (
     CampaignResult,
     CampaignSettings,
     CaseSpec,
-    _verdict,
 )
+from harness.engine.case.judge import _verdict
 from harness.engine.process.supervisor import OutcomeKind, WorkerOutcome
 from harness.engine.results import Landing, StepRecord
 from harness.engine.search.sweep import sweep
