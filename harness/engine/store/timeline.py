@@ -75,24 +75,55 @@ def build_timeline(
     autojump moves only the shared clock and is not traced). ``t0`` defaults to the earliest
     time seen.
     """
-    raw: list[tuple[float, int, dict[str, Any]]] = []
-    order = 0
+    trace, jumps, alive, readings = _trace_lane(trace_events)
+    provider = _provider_lane(effects, readings, provider_advances)
+    ledger = _ledger_lane(ledger_events, readings, jumps, alive)
+    # the lanes in this order, each in its own order: ties on time keep it
+    raw = [(at, order, event) for order, (at, event) in enumerate(trace + provider + ledger)]
+    if not raw:
+        return []
+    origin = t0 if t0 is not None else min(t for t, _, _ in raw)
+    raw.sort(key=lambda r: (r[0], r[1]))
+    return [{"t": round(t - origin, 6), **event} for t, _, event in raw]
+
+
+#: one event of a lane: (wall time, the event as a report has it)
+_Placed = tuple[float, dict[str, Any]]
+
+
+def _trace_lane(
+    trace_events: Iterable[Any],
+) -> tuple[
+    list[_Placed], list[tuple[float, float]], dict[str, list[float]], list[tuple[float, float]]
+]:
+    """The harness's and the workers' lanes, and what the other lanes are placed by: the
+    clock jumps, each worker's lifetime, and every (case clock reading, wall time) seen."""
+    placed: list[_Placed] = []
     jumps: list[tuple[float, float]] = []
     alive: dict[str, list[float]] = {}
-    #: (case clock reading, wall time) of every trace line that carries a reading
     readings: list[tuple[float, float]] = []
     for item in trace_events:
         ev = _as_mapping(item)
         t = float(ev["t"])
         if isinstance(ev.get("c"), int | float):
             readings.append((float(ev["c"]), t))
-        raw.append((t, order, _trace_event(ev)))
-        order += 1
+        placed.append((t, _trace_event(ev)))
         seconds = (ev.get("detail") or {}).get("seconds")
         if ev["event"] == "clock_jump" and isinstance(seconds, int | float):
             jumps.append((t, float(seconds)))
         if ev["event"] in ("spawn", "exit"):
             alive.setdefault(str(ev["worker"]), []).append(t)
+    return placed, jumps, alive, readings
+
+
+def _provider_lane(
+    effects: Iterable[Any] | None,
+    readings: Sequence[tuple[float, float]],
+    provider_advances: Sequence[tuple[float, float]],
+) -> list[_Placed]:
+    """Every effect the providers logged, on wall time, each repeat of an accepted identity
+    marked a duplicate and linked to the first."""
+    placed: list[_Placed] = []
     accepted_seen: dict[tuple[str, str], int] = {}
     #: the first accepted effect of each identity: what a later one repeats
     first_seq: dict[tuple[str, str], Any] = {}
@@ -147,8 +178,18 @@ def build_timeline(
             if readings
             else to_wall(received_at, provider_advances)
         )
-        raw.append((received, order, event))
-        order += 1
+        placed.append((received, event))
+    return placed
+
+
+def _ledger_lane(
+    ledger_events: Iterable[Any] | None,
+    readings: Sequence[tuple[float, float]],
+    jumps: Sequence[tuple[float, float]],
+    alive: Mapping[str, list[float]],
+) -> list[_Placed]:
+    """The ledger's audit rows on wall time, each kept inside its worker's lifetime."""
+    placed: list[_Placed] = []
     for item in ledger_events or ():
         row = _as_mapping(item)
         detail = {
@@ -170,13 +211,8 @@ def build_timeline(
         span = alive.get(str(row.get("worker")))
         if span:
             at = min(max(at, min(span)), max(span))
-        raw.append((at, order, event))
-        order += 1
-    if not raw:
-        return []
-    origin = t0 if t0 is not None else min(t for t, _, _ in raw)
-    raw.sort(key=lambda r: (r[0], r[1]))
-    return [{"t": round(t - origin, 6), **event} for t, _, event in raw]
+        placed.append((at, event))
+    return placed
 
 
 def _trace_event(ev: Mapping[str, Any]) -> dict[str, Any]:
