@@ -10,7 +10,7 @@ harness's is) and prints, as CPU ms medians (parent + child, from getrusage and 
   copy-on-write faults any live interpreter takes;
 - the same with a full collection in the child, inherited objects unfrozen, then frozen
   (``gc.freeze``): what one collection of the parent's heap costs a worker (workers do not
-  freeze: ``Supervisor._child`` says why);
+  freeze: ``harness.engine.process._child.run`` says why);
 
 and the cost of one copy-on-write fault against a zero-fill fault on this machine.
 

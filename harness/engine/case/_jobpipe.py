@@ -85,9 +85,9 @@ def start_job(
             os.close(read_fd)
             for fd in close_in_child:
                 os.close(fd)
-            from harness.engine.process.supervisor import _die_with_parent
+            from harness.engine.process._child import die_with_parent
 
-            _die_with_parent(os.getppid())
+            die_with_parent(os.getppid())
             settings = replace(
                 parent.given_settings, workdir=parent.workdir / name, keep_workdir=True
             )
