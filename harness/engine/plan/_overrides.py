@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from harness.engine.plan._scenario_schema import SCHEMA, out_of_range, presets
 from harness.engine.plan.credentials import CREDENTIAL_MODES
 from harness.errors import BadInputError
 
@@ -44,14 +45,12 @@ class OverrideError(BadInputError):
 
 
 def _number(field: str, table: str, key: str, value: Any, where: str) -> None:
-    from harness.engine.plan.scenario import _SCHEMA, _out_of_range
-
-    allowed = _SCHEMA[table][key]
+    allowed = SCHEMA[table][key]
     if isinstance(value, bool) or not isinstance(value, allowed):
         raise OverrideError(
             f"{where}{field}: expected {SETTABLE.get(field, 'a number')}, found {value!r}"
         )
-    wrong = _out_of_range(table, key, value)
+    wrong = out_of_range(table, key, value)
     if wrong:
         raise OverrideError(f"{where}{field}: {wrong}")
 
@@ -59,8 +58,6 @@ def _number(field: str, table: str, key: str, value: Any, where: str) -> None:
 def check(field: str, value: Any, *, where: str = "--set ") -> Any:
     """``value`` if a scenario file would accept it for ``field``; else an ``OverrideError``
     naming ``where``, the field, what was expected and what was found."""
-    from harness.engine.plan.scenario import _SCHEMA, _presets
-
     if field not in SETTABLE:
         raise OverrideError(
             f"{where}unknown setting {field!r}; expected one of {', '.join(SETTABLE)}"
@@ -73,10 +70,10 @@ def check(field: str, value: Any, *, where: str = "--set ") -> Any:
         if not isinstance(value, Mapping):
             raise OverrideError(f"{where}{field}: expected {SETTABLE[field]}, found {value!r}")
         for key, item in value.items():
-            if key not in _SCHEMA["worker"] or key == "deadline_s":
-                known = ", ".join(k for k in _SCHEMA["worker"] if k != "deadline_s")
+            if key not in SCHEMA["worker"] or key == "deadline_s":
+                known = ", ".join(k for k in SCHEMA["worker"] if k != "deadline_s")
                 raise OverrideError(f"{where}{field}: unknown key {key!r}; expected {known}")
-            if _SCHEMA["worker"][key] == (bool,):
+            if SCHEMA["worker"][key] == (bool,):
                 if not isinstance(item, bool):
                     raise OverrideError(
                         f"{where}{field}.{key}: expected true or false, found {item!r}"
@@ -85,9 +82,9 @@ def check(field: str, value: Any, *, where: str = "--set ") -> Any:
             shown = list(item) if isinstance(item, tuple) else item
             _number(f"{field}.{key}", "worker", key, shown, where)
     elif field == "provider_preset":
-        if value not in _presets():
+        if value not in presets():
             raise OverrideError(
-                f"{where}{field}: expected one of {', '.join(_presets())}, found {value!r}"
+                f"{where}{field}: expected one of {', '.join(presets())}, found {value!r}"
             )
     elif field == "crash_scope":
         if value not in ("worker", "process"):
