@@ -20,7 +20,15 @@ What lives where:
 - ``_cli``: ``crash-harness providers serve|list``, the same for a human at a terminal.
 - ``_runner``: run one provider in this process (secrets, listeners, signals).
 - ``_server``: werkzeug threaded server on loopback (TCP_NODELAY, no access log).
-- ``_app``: the shared core every preset plugs into (auth, scopes, log, faults, admin API).
+- ``_app``: the shared core every preset plugs into (auth, scopes, log, faults, admin API),
+  wiring its rooms: ``_routing`` (URL rules; a reply sent or its connection cut),
+  ``_epochs`` (the case epoch in the path), ``_admin`` and ``_browse_gate`` (the admin API,
+  the browse page's login), ``_holds`` (far-side crash points), ``_flights`` (requests in
+  flight and the waits on them), ``_faults``, ``_mint`` (replayable ids),
+  ``_provider_clock``, ``_bearer``, ``_attempt`` (what a request is recognised as),
+  ``_reply``, and ``_message`` (the worker pipeline of every ``MessagePreset``).
+- ``_preset``: ``Preset`` and ``PresetSpec``; ``_message_preset``: ``MessagePreset`` and the
+  ``Incoming`` send its hooks are handed.
 - ``presets/``: one module per preset: its semantics and nothing else.
 - ``_presets``: the registry of presets; ``_options``: per-instance preset options.
 - ``_effect_log``: the append-only SQLite log (WAL, committed before every reply).

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from fake_providers._app import PresetSpec
 from fake_providers._errors import ProviderError
 from fake_providers._options import Option
+from fake_providers._preset import PresetSpec
 from fake_providers.presets import chat, orders, payments, queue_fifo, smtp, webhook
 
 PRESETS: Mapping[str, PresetSpec] = MappingProxyType(

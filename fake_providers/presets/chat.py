@@ -38,19 +38,13 @@ from urllib.parse import parse_qsl, urlencode
 
 from werkzeug.wrappers import Request, Response
 
-from fake_providers._app import (
-    Incoming,
-    MessagePreset,
-    PresetSpec,
-    ProviderApp,
-    Reply,
-    Route,
-    json_response,
-    route_arg,
-)
 from fake_providers._credentials import Credential, find_credential
 from fake_providers._identify import Identify, Seen
+from fake_providers._message_preset import Incoming, MessagePreset
 from fake_providers._options import switch
+from fake_providers._preset import Core, PresetSpec
+from fake_providers._reply import Reply, json_response
+from fake_providers._routing import Route, route_arg
 
 HIDDEN_COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
 
@@ -67,7 +61,7 @@ class Chat(MessagePreset):
 
     name = "chat"
 
-    def __init__(self, core: ProviderApp, options: Mapping[str, Any]) -> None:
+    def __init__(self, core: Core, options: Mapping[str, Any]) -> None:
         super().__init__(core, options)
         self._last_ts = 0.0
 
@@ -225,7 +219,7 @@ class Chat(MessagePreset):
         return Reply(json_response(200, {"ok": True, "channel": channel, "messages": messages}))
 
 
-def _build(core: ProviderApp, options: Mapping[str, Any]) -> Chat:
+def _build(core: Core, options: Mapping[str, Any]) -> Chat:
     return Chat(core, options)
 
 

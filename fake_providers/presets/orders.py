@@ -35,19 +35,13 @@ from typing import Any
 
 from werkzeug.wrappers import Request
 
-from fake_providers._app import (
-    Attempt,
-    Incoming,
-    MessagePreset,
-    PresetSpec,
-    ProviderApp,
-    Reply,
-    Route,
-    json_response,
-    raw_json,
-)
+from fake_providers._attempt import Attempt
 from fake_providers._identify import Identify
+from fake_providers._message_preset import Incoming, MessagePreset
 from fake_providers._options import seconds, switch
+from fake_providers._preset import Core, PresetSpec
+from fake_providers._reply import Reply, json_response, raw_json
+from fake_providers._routing import Route
 
 MAX_WINDOW_S = 72 * 3600.0
 
@@ -64,7 +58,7 @@ class Orders(MessagePreset):
     key_header = "PayPal-Request-Id"
     missing_key_error = "missing PayPal-Request-Id header"
 
-    def __init__(self, core: ProviderApp, options: Mapping[str, Any]) -> None:
+    def __init__(self, core: Core, options: Mapping[str, Any]) -> None:
         super().__init__(core, options)
         self._busy: set[tuple[str | None, str]] = set()
 
@@ -159,7 +153,7 @@ class Orders(MessagePreset):
         return Reply(json_response(200, answer))
 
 
-def _build(core: ProviderApp, options: Mapping[str, Any]) -> Orders:
+def _build(core: Core, options: Mapping[str, Any]) -> Orders:
     return Orders(core, options)
 
 

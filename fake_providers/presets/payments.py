@@ -55,19 +55,13 @@ from urllib.parse import parse_qsl
 
 from werkzeug.wrappers import Request
 
-from fake_providers._app import (
-    Attempt,
-    Incoming,
-    MessagePreset,
-    PresetSpec,
-    ProviderApp,
-    Reply,
-    Route,
-    json_response,
-    raw_json,
-)
+from fake_providers._attempt import Attempt
 from fake_providers._identify import Identify
+from fake_providers._message_preset import Incoming, MessagePreset
 from fake_providers._options import globs, integer, seconds, switch
+from fake_providers._preset import Core, PresetSpec
+from fake_providers._reply import Reply, json_response, raw_json
+from fake_providers._routing import Route
 
 DECLINE = {
     "error": {
@@ -280,7 +274,7 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _build(core: ProviderApp, options: Mapping[str, Any]) -> Payments:
+def _build(core: Core, options: Mapping[str, Any]) -> Payments:
     return Payments(core, options)
 
 

@@ -35,19 +35,12 @@ from typing import Any
 
 from werkzeug.wrappers import Request
 
-from fake_providers._app import (
-    Incoming,
-    MessagePreset,
-    PresetSpec,
-    ProviderApp,
-    Reply,
-    Route,
-    json_response,
-    raw_json,
-    route_arg,
-)
 from fake_providers._identify import Identify, Seen
+from fake_providers._message_preset import Incoming, MessagePreset
 from fake_providers._options import seconds, switch
+from fake_providers._preset import Core, PresetSpec
+from fake_providers._reply import Reply, json_response, raw_json
+from fake_providers._routing import Route, route_arg
 
 MAX_RECEIVE = 10
 
@@ -62,7 +55,7 @@ class QueueFifo(MessagePreset):
         "enabled or MessageDeduplicationId provided explicitly"
     )
 
-    def __init__(self, core: ProviderApp, options: Mapping[str, Any]) -> None:
+    def __init__(self, core: Core, options: Mapping[str, Any]) -> None:
         super().__init__(core, options)
         self._sequence = 0
 
@@ -179,7 +172,7 @@ class QueueFifo(MessagePreset):
         return {"lookup": False}
 
 
-def _build(core: ProviderApp, options: Mapping[str, Any]) -> QueueFifo:
+def _build(core: Core, options: Mapping[str, Any]) -> QueueFifo:
     return QueueFifo(core, options)
 
 

@@ -41,28 +41,22 @@ import threading
 import warnings
 from collections.abc import Mapping
 from email.message import EmailMessage
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from werkzeug.wrappers import Request
 
-from fake_providers._app import (
-    HOLD_POLL_S,
-    Attempt,
-    Preset,
-    PresetSpec,
-    ProviderApp,
-    Reply,
-    Route,
-    find_recognizer,
-    json_response,
-    payload_hash,
-)
+from fake_providers._attempt import Attempt, find_recognizer, payload_hash
 from fake_providers._body import body_hash
 from fake_providers._credentials import Credential, find_credential
 from fake_providers._errors import ProviderError
+from fake_providers._holds import HOLD_POLL_S
 from fake_providers._identify import Identify, Seen
 from fake_providers._mail import mime_parts, parse_mail, text_of
 from fake_providers._options import integer
+from fake_providers._preset import Core, Preset, PresetSpec
+from fake_providers._records import FaultRule
+from fake_providers._reply import Reply, json_response
+from fake_providers._routing import Route
 
 if TYPE_CHECKING:
     from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
@@ -86,7 +80,7 @@ class Smtp(Preset):
 
     name = "smtp"
 
-    def __init__(self, core: ProviderApp, options: Mapping[str, Any]) -> None:
+    def __init__(self, core: Core, options: Mapping[str, Any]) -> None:
         super().__init__(core, options)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -214,17 +208,7 @@ class Smtp(Preset):
         raw = envelope.original_content or b""
         message = parse_mail(raw)
         text = raw.decode("utf-8", errors="replace")
-        content = json.dumps(
-            {
-                "from": envelope.mail_from,
-                "subject": str(message.get("Subject", "")),
-                "text": text_of(message),
-                "html": text_of(message, ("html",)) or None,
-                "parts": mime_parts(message),
-                "headers": {k: str(v) for k, v in message.items()},
-            },
-            separators=(",", ":"),
-        )
+        content = _mailbox_entry(envelope, message)
         attempts = [
             self._attempt(credential, message, raw, text, rcpt, envelope.mail_from or "")
             for rcpt in envelope.rcpt_tos
@@ -232,16 +216,7 @@ class Smtp(Preset):
         with core.lock:
             fault = core.pick_fault([a.match_values() for a in attempts])
             if fault is not None and fault.fault == "status":
-                assert fault.status is not None
-                for attempt in attempts:
-                    core.append(
-                        attempt,
-                        outcome="failed_by_fault",
-                        status=fault.status,
-                        fault="status",
-                        reason=f"injected fault: DATA answered {fault.status}",
-                    )
-                return f"{fault.status} {_enhanced(fault.status)} injected fault"
+                return self._fail_by_status(attempts, fault)
             stage = "slow" if fault is not None and fault.fault == "slow" else "busy"
             token = core.enter_flight(attempts[0], stage)
         try:
@@ -252,38 +227,13 @@ class Smtp(Preset):
             with core.lock:
                 admitted_in = core.flight_epoch(token)
                 if admitted_in != core.epoch:  # its epoch ended while it was held
-                    why = f"epoch {admitted_in} ended while the message was held"
-                    for attempt in attempts:
-                        core.append(
-                            attempt,
-                            outcome="stale_epoch",
-                            status=451,
-                            epoch=admitted_in,
-                            reason=why,
-                        )
-                    return "451 4.3.0 epoch over; message refused"
-                for attempt in attempts:
-                    core.append(
-                        attempt,
-                        outcome="fresh",
-                        status=250,
-                        fault=None if fault is None else fault.fault,
-                        provider_message_id=queue_id,
-                        content=content,
-                    )
+                    return self._refuse_stale(attempts, admitted_in)
+                self._accept(attempts, fault, queue_id, content)
                 if fault is not None and fault.fault == "timeout":
                     core.flight_stage(token, "held")
                 epoch = core.epoch
             if core.claim_hold():
-                # A far-side crash point: the mail is logged; its 250 is never sent. The
-                # session ends when the sender dies (aiosmtpd cancels this coroutine on the
-                # lost connection) or the epoch is over (then the line is cut here).
-                with core.lock:
-                    core.leave_flight(token)
-                while not core.hold_over(epoch):
-                    await asyncio.sleep(HOLD_POLL_S)
-                _cut(server)
-                raise asyncio.CancelledError
+                await self._hold_for_ever(server, token, epoch)
             if fault is not None and fault.fault == "timeout":
                 assert fault.hold_s is not None
                 await asyncio.sleep(fault.hold_s)
@@ -294,6 +244,60 @@ class Smtp(Preset):
         finally:
             with core.lock:
                 core.leave_flight(token)
+
+    def _fail_by_status(self, attempts: list[Attempt], fault: FaultRule) -> str:
+        """A ``status`` fault (caller holds the lock): DATA answered with its code, every
+        recipient logged ``failed_by_fault``, nothing accepted."""
+        assert fault.status is not None
+        for attempt in attempts:
+            self.core.append(
+                attempt,
+                outcome="failed_by_fault",
+                status=fault.status,
+                fault="status",
+                reason=f"injected fault: DATA answered {fault.status}",
+            )
+        return f"{fault.status} {_enhanced(fault.status)} injected fault"
+
+    def _refuse_stale(self, attempts: list[Attempt], admitted_in: int) -> str:
+        """A mail held past the end of its epoch (caller holds the lock): refused with 451,
+        every recipient logged ``stale_epoch`` in the epoch it arrived in."""
+        why = f"epoch {admitted_in} ended while the message was held"
+        for attempt in attempts:
+            self.core.append(
+                attempt,
+                outcome="stale_epoch",
+                status=451,
+                epoch=admitted_in,
+                reason=why,
+            )
+        return "451 4.3.0 epoch over; message refused"
+
+    def _accept(
+        self, attempts: list[Attempt], fault: FaultRule | None, queue_id: str, content: str
+    ) -> None:
+        """Log the mail ``fresh`` once per recipient (caller holds the lock)."""
+        for attempt in attempts:
+            self.core.append(
+                attempt,
+                outcome="fresh",
+                status=250,
+                fault=None if fault is None else fault.fault,
+                provider_message_id=queue_id,
+                content=content,
+            )
+
+    async def _hold_for_ever(self, server: SMTP, token: int, epoch: int) -> NoReturn:
+        """A far-side crash point: the mail is logged; its 250 is never sent. The session
+        ends when the sender dies (aiosmtpd cancels this coroutine on the lost connection)
+        or the epoch is over (then the line is cut here)."""
+        core = self.core
+        with core.lock:
+            core.leave_flight(token)
+        while not core.hold_over(epoch):
+            await asyncio.sleep(HOLD_POLL_S)
+        _cut(server)
+        raise asyncio.CancelledError
 
     def _attempt(
         self,
@@ -370,6 +374,22 @@ class Smtp(Preset):
         return Reply(json_response(200, {"messages": out}))
 
 
+def _mailbox_entry(envelope: Envelope, message: EmailMessage) -> str:
+    """The mail as the mailbox keeps it (the log's ``content``): sender, subject, text,
+    HTML part, every MIME part's type and file name, and the headers."""
+    return json.dumps(
+        {
+            "from": envelope.mail_from,
+            "subject": str(message.get("Subject", "")),
+            "text": text_of(message),
+            "html": text_of(message, ("html",)) or None,
+            "parts": mime_parts(message),
+            "headers": {k: str(v) for k, v in message.items()},
+        },
+        separators=(",", ":"),
+    )
+
+
 def _cut(server: SMTP) -> None:
     """Cut the SMTP connection with no reply."""
     transport = server.transport
@@ -399,7 +419,7 @@ class _Handler:
         return await self._preset.data(server, session, envelope)
 
 
-def _build(core: ProviderApp, options: Mapping[str, Any]) -> Smtp:
+def _build(core: Core, options: Mapping[str, Any]) -> Smtp:
     return Smtp(core, options)
 
 

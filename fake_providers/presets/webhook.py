@@ -40,19 +40,14 @@ from typing import Any
 
 from werkzeug.wrappers import Request
 
-from fake_providers._app import (
-    Incoming,
-    MessagePreset,
-    PresetSpec,
-    ProviderApp,
-    Reply,
-    Route,
-    json_response,
-)
 from fake_providers._credentials import Credential
 from fake_providers._identify import Identify, Seen
+from fake_providers._message_preset import Incoming, MessagePreset
 from fake_providers._options import seconds, switch
+from fake_providers._preset import Core, PresetSpec
 from fake_providers._records import ACCEPTED_OUTCOMES
+from fake_providers._reply import Reply, json_response
+from fake_providers._routing import Route
 
 
 def signing_key(secret: str) -> bytes:
@@ -210,7 +205,7 @@ class Webhook(MessagePreset):
         return Reply(json_response(200, {"deliveries": out}))
 
 
-def _build(core: ProviderApp, options: Mapping[str, Any]) -> Webhook:
+def _build(core: Core, options: Mapping[str, Any]) -> Webhook:
     return Webhook(core, options)
 
 
