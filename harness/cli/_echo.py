@@ -53,19 +53,30 @@ def echo_gaps(gaps: list[str], *, shown: int = 20) -> None:
 
 
 def echo_discovered(
-    boundaries: tuple[str, ...], reached: dict[str, int], targets: dict[str, list[str]]
+    boundaries: tuple[str, ...],
+    reached: dict[str, int],
+    targets: dict[str, list[str]],
+    unnamed: dict[str, int] | None = None,
 ) -> None:
-    """A dry run's near-side points (``harness.engine.process._hooks``), one a line: name, hits in
-    the dry run, what it talked to. Named boundaries are listed by the caller's own line."""
+    """A dry run's near-side points (``harness.engine.process._hooks``), one a line: name, hits
+    in the dry run, what it talked to; then every send or commit it saw and could not name
+    (never crashed: said, never silent). Named boundaries are listed by the caller's line."""
     found = [b for b in boundaries if near_side_kind(b)]
-    if not found:
-        return
-    width = max(len(b) for b in found)
-    click.echo(f"discovered {len(found)} near-side point(s) (name, dry-run hits, target):")
-    for name in found:
-        said = targets.get(name) or ["?"]
-        more = f" (+{len(said) - 1} more)" if len(said) > 1 else ""
-        click.echo(f"  {name:<{width}}  x{reached.get(name, 0):<3} {said[0]}{more}")
+    if found:
+        width = max(len(b) for b in found)
+        click.echo(f"discovered {len(found)} near-side point(s) (name, dry-run hits, target):")
+        for name in found:
+            said = targets.get(name) or ["?"]
+            more = f" (+{len(said) - 1} more)" if len(said) > 1 else ""
+            click.echo(f"  {name:<{width}}  x{reached.get(name, 0):<3} {said[0]}{more}")
+    if unnamed:
+        click.echo(
+            f"seen and not named: {sum(unnamed.values())} send(s)/commit(s) made where no line"
+            " of the worker is on the stack and no namer knows the library (no crash point,"
+            " never crashed):"
+        )
+        for who, count in unnamed.items():
+            click.echo(f"  x{count:<3} {who}")
 
 
 def echo_kept(workdir: Path, *, err: bool = False) -> None:

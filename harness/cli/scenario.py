@@ -255,7 +255,7 @@ def _execute(
                 system, dry = discover_boundaries(settings)
                 settings.system = system
                 click.echo(f"dry run reached: {', '.join(system.boundaries) or 'no boundary'}")
-                _echo.echo_discovered(system.boundaries, dry.reached, dry.targets)
+                _echo.echo_discovered(system.boundaries, dry.reached, dry.targets, dry.unnamed)
             cases = default_cases(settings.system, [p.name for p in settings.provider_specs()])
         settings.jobs = jobs
         shard_info: dict[str, Any] | None = None
@@ -330,6 +330,12 @@ def _execute(
             f"sweep coverage{where}: {cov['pairs_covered']}/{cov['pairs_expected']}"
             f" (boundary, hit) pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
         )
+        if cov.get("unnamed_seen"):
+            seen = sum(cov["unnamed_seen"].values())
+            click.echo(
+                f"  and {seen} send(s)/commit(s) the dry run saw but could not name:"
+                " no crash point, never crashed (listed after the dry run)"
+            )
     said = recovery_sentence(data)
     if said:
         click.echo(said)
@@ -359,7 +365,7 @@ def _list_discovered(progress: _progress.Progress, campaign: Any, dry: Any) -> N
     system = campaign.settings.system
     if system.discover:
         with progress.above():
-            echo_discovered(system.boundaries, dry.reached, dry.targets)
+            echo_discovered(system.boundaries, dry.reached, dry.targets, dry.unnamed)
 
 
 _common: list[Callable[[Any], Any]] = [

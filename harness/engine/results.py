@@ -123,6 +123,9 @@ class CaseResult:
     unintended: int | None = None
     #: discovered point -> what it talked to (``POST 127.0.0.1:8000/hooks``), from its hits
     targets: dict[str, list[str]] = field(default_factory=dict)
+    #: sends and commits the hooks saw and could not name (a library's own thread that no
+    #: namer knows), by kind and by whom: never crash points, so never crashed
+    unnamed: dict[str, int] = field(default_factory=dict)
     #: every request a provider fault was applied to: which fault met which (run,
     #: destination), sorted, never in the order a race sent them (content in every case,
     #: a racing one's too: the seed pins each fault to its delivery)
@@ -170,6 +173,7 @@ class CaseResult:
             "crash_fired": self.crash_fired,
             "boundaries_reached": self.reached,
             **({"point_targets": self.targets} if self.targets else {}),
+            **({"unnamed_points": self.unnamed} if self.unnamed else {}),
             **({"fault_targets": self.fault_targets} if self.fault_targets else {}),
             **({"seq_base": self.seq_base} if self.seq_base else {}),
             "workers": [w.to_json() for w in self.workers],

@@ -61,6 +61,7 @@ def record_case(
         unintended=placement[1],
         reached=_with_far_side(trace_store.boundaries_reached(events), observation.effects),
         targets=trace_store.point_targets(events),
+        unnamed=trace_store.unnamed_points(events),
         hits_by_worker=_hits_by_worker(events),
         # a crash scoped to one process (a work-horse) leaves its worker running
         # a planned SIGKILL happened (a crash scoped to one process, a work-horse, leaves its

@@ -241,6 +241,20 @@ class _Tracer:
             return "continue"
         return verb
 
+    def unnamed(self, kind: str, detail: dict[str, object]) -> None:
+        """A send or commit the hooks saw and could not name (``_hooks``): in the trace as
+        seen, never counted, armed or crashed, so coverage can say it was missed."""
+        record: dict[str, object] = {
+            "t": time.time(),
+            "event": "unnamed_point",
+            "worker": self.worker,
+            "pid": os.getpid(),
+            "detail": {"kind": kind, **detail},
+        }
+        if self.clock is not None:
+            record["c"] = self.clock.now()
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
+
     def note(self, event: str, detail: dict[str, object]) -> None:
         """A worker-side observation (e.g. an overdue delivery) for the trace and the harness."""
         record = {

@@ -48,7 +48,7 @@ from importlib.machinery import ModuleSpec
 from types import FrameType, ModuleType
 from typing import Any
 
-from harness.engine.process import _boundary
+from harness.engine.process import _boundary, _framework_points
 from harness.names import NEAR_SIDE_KINDS
 
 #: the kinds of near-side point, in the order a send or a commit reaches them
@@ -100,27 +100,41 @@ def point_where(filename: str, line: int) -> str:
     return f"{re.sub(r'[^A-Za-z0-9_-]', '_', stem) or '_'}.{line}"
 
 
-def _call_site(frame: FrameType | None) -> str | None:
-    """The worker's own frame that made this call, or None (only the harness and libraries
-    are on the stack: the harness's own traffic, never a point)."""
+def _whose(frame: FrameType | None) -> tuple[int, str | None]:
+    """Who made this call: ``(_WORKER, its call site)`` for the worker's own frame nearest
+    the call, ``(_OWN, None)`` for the harness's own traffic (never a point), ``(_LIBRARY,
+    None)`` when only libraries and the standard library are on the stack (a framework's
+    own thread)."""
     while frame is not None:
         filename = frame.f_code.co_filename
         kind = _kinds_by_file.get(filename)
         if kind is None:
             kind = _kinds_by_file[filename] = _kind_of(filename)
         if kind == _WORKER:
-            return point_where(filename, frame.f_lineno)
+            return _WORKER, point_where(filename, frame.f_lineno)
         if kind == _OWN:  # the harness's own call (``jobs()`` reading its tables, a probe)
-            return None
+            return _OWN, None
         frame = frame.f_back
-    return None
+    return _LIBRARY, None
+
+
+def _call_site(frame: FrameType | None) -> str | None:
+    """The worker's own frame that made this call, or None (only the harness and libraries
+    are on the stack)."""
+    return _whose(frame)[1]
 
 
 def _hit(kind: str, target: str) -> None:
     tracer = _boundary._tracer
     if tracer is None:
         return
-    where = _call_site(sys._getframe(2))
+    frame = sys._getframe(2)
+    whose, where = _whose(frame)
+    if where is None and whose == _LIBRARY:  # a framework's own thread: its own terms
+        where = _framework_points.name_of(frame)
+        if where is None:  # seen, and no point: coverage says so, never silent
+            tracer.unnamed(kind, {"target": target, "by": _framework_points.described(frame)})
+            return
     if where is not None:
         tracer.hit(f"{kind}.{where}", {"target": target})
 

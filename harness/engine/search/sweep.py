@@ -37,6 +37,9 @@ class SweepCoverage:
     plan: list[str] = field(default_factory=list)
     #: documented boundaries the dry run never reached (no pair can be planned there)
     unreached: list[str] = field(default_factory=list)
+    #: sends and commits the dry run saw and could not name (``CaseResult.unnamed``): no
+    #: pair can be planned there, so they are never crashed, and the coverage says so
+    unnamed: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         missing = sorted(self.expected - self.covered)
@@ -47,6 +50,7 @@ class SweepCoverage:
             "boundaries_unreached": list(self.unreached),
             "depth2_planned": self.second_planned,
             "depth2_fired": self.second_fired,
+            **({"unnamed_seen": dict(self.unnamed)} if self.unnamed else {}),
         }
 
 
@@ -90,6 +94,7 @@ def sweep(
     first_hits = dry.hits_by_worker.get("w1", {})
     pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
     coverage.unreached = [b for b in boundaries if not first_hits.get(b)]
+    coverage.unnamed = dict(dry.unnamed)
     # every request each provider accepted in the dry run is a far-side point
     for name in campaign.providers:
         point = _far_side.point(name)

@@ -159,3 +159,15 @@ def point_targets(events: list[TraceEvent]) -> dict[str, list[str]]:
             if target not in seen:
                 seen.append(target)
     return found
+
+
+def unnamed_points(events: list[TraceEvent]) -> dict[str, int]:
+    """Every send or commit the hooks saw and could not name (``unnamed_point``), by kind and
+    by whom (``after_commit by langgraph/...:put``), counted: never a crash point, so never
+    crashed, and said so beside the coverage."""
+    counts: dict[str, int] = {}
+    for ev in events:
+        if ev.event == "unnamed_point" and ev.detail:
+            key = f"{ev.detail.get('kind', '?')} by {ev.detail.get('by', '?')}"
+            counts[key] = counts.get(key, 0) + 1
+    return {key: counts[key] for key in sorted(counts)}
