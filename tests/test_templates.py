@@ -6,8 +6,10 @@ template asks for reaches the worker and nothing the harness writes or prints.""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,10 +215,86 @@ def test_templates_fill_from_a_workers_config() -> None:
         render("{db.path}", pg)
 
 
+def _config(url: str, *, schema: str | None = None, case_id: str = "baseline") -> Any:
+    from harness.engine.store._db import DatabaseTarget
+    from harness.worker_config import WorkerConfig
+
+    return WorkerConfig(
+        db=DatabaseTarget(url, schema=schema),
+        provider_url="http://127.0.0.1:4100/epoch/3",
+        credential_id="c1",
+        credential_secret="s3",
+        destination_scope="*",
+        worker_name="w1",
+        case_id=case_id,
+    )
+
+
+def test_a_libpq_url_for_the_drivers_that_refuse_sqlalchemys() -> None:
+    """{db.dsn}: the case's PostgreSQL database as psycopg and psql take it (no driver name,
+    the schema in options, the password kept); a SQLite case cannot fill it."""
+    from harness.engine.plan._worker_env import TemplateError, render
+
+    pg = _config("postgresql+psycopg://u:pw@h:5433/db", schema="ch_case1")
+    assert render("{db.dsn}", pg) == "postgresql://u:pw@h:5433/db?options=-csearch_path%3Dch_case1"
+    with pytest.raises(TemplateError, match=r"SQLite; use \{db\.path\} or \{db\.url\}"):
+        render("{db.dsn}", _config("sqlite:////tmp/case.sqlite"))
+
+
+def test_a_case_key_names_a_queue_no_other_case_or_run_shares() -> None:
+    """{case.key}: fit for a queue, job or table name; the same for every worker of a case,
+    another for another case, and another for the same case of another run (its own file)."""
+    from harness.engine.plan._worker_env import render
+
+    case = "crash@after_send.worker.9#1+pause_past_lease@after_claim#2"
+    one = _config("sqlite:////tmp/run1/case.sqlite", case_id=case)
+    key = render("{case.key}", one)
+    assert re.fullmatch(r"c_[a-z0-9_]{1,46}", key), key
+    assert key.startswith("c_crash_after_send_worker_9_1_pau"), key
+    assert render("{case.key}", _config("sqlite:////tmp/run1/case.sqlite", case_id=case)) == key
+    assert render("{case.key}", _config("sqlite:////tmp/run2/case.sqlite", case_id=case)) != key
+    assert render("{case.key}", _config("sqlite:////tmp/run1/case.sqlite")) != key
+
+
+@pytest.mark.postgres
+def test_psycopg_connects_with_the_libpq_url_into_the_cases_schema() -> None:
+    """The real driver, the real server: psycopg refuses SQLAlchemy's URL and takes
+    {db.dsn}, landing in the case's schema."""
+    import uuid
+
+    import psycopg
+    from sqlalchemy import text
+
+    from harness.engine.plan._worker_env import render
+    from harness.engine.store._db import normalise_url, open_engine
+    from tests.conftest import _pg_url
+
+    url = _pg_url()
+    if url is None:
+        pytest.skip("set CRASH_HARNESS_PG_URL to test PostgreSQL")
+    schema = f"ch_dsn_{uuid.uuid4().hex[:12]}"
+    engine = open_engine(url)
+    try:
+        with engine.begin() as c:
+            c.execute(text(f"CREATE SCHEMA {schema}"))
+        # the URL as the harness hands it to a case: SQLAlchemy's, naming its driver
+        config = _config(normalise_url(url), schema=schema)
+        with pytest.raises(psycopg.ProgrammingError):
+            psycopg.connect(render("{db.url}", config))
+        with psycopg.connect(render("{db.dsn}", config)) as conn:
+            (found,) = conn.execute("SELECT current_schema()").fetchone() or (None,)
+        assert found == schema
+    finally:
+        with engine.begin() as c:
+            c.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
         ("X={db.schema}", "{db.schema} is a PostgreSQL schema, and this campaign's database is"),
+        ("X={db.dsn}", "{db.dsn} is a PostgreSQL URL, and this campaign's database is"),
         ("X={provider.mail.url}", "unknown placeholder {provider.mail.url}"),
     ],
 )

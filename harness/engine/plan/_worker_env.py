@@ -11,11 +11,17 @@ Placeholders (``{{`` and ``}}`` are literal braces):
 
 - ``{db.url}``: the case database's SQLAlchemy URL (PostgreSQL: with the case's schema as
   ``options=-csearch_path=...``), ``{db.path}``: the SQLite file, ``{db.schema}``: the
-  PostgreSQL schema;
+  PostgreSQL schema, ``{db.dsn}``: a PostgreSQL case's libpq URL (``postgresql://...``, the
+  schema in ``options``), which ``psycopg.connect``, ``asyncpg`` and ``psql`` take where they
+  refuse SQLAlchemy's ``postgresql+psycopg://``;
 - ``{provider.NAME.url}`` (the base URL, with the case's epoch in its path), ``.host``,
   ``.port``, ``.smtp_port`` (preset ``smtp``), ``.preset``, ``.credential_id``, and
   ``.credential``, the secret; ``{provider.url}`` and so on name the first provider;
-- ``{worker.name}`` (``w1``, ``w2``, ...), ``{case.id}``.
+- ``{worker.name}`` (``w1``, ``w2``, ...), ``{case.id}``, and ``{case.key}``: a name for the
+  case safe for a queue, a job, a table or a key prefix (``c_`` then lower-case letters,
+  digits and ``_``, at most 48 characters), the same for every worker of the case and
+  different for every other case and every other run, so two runs sharing a broker never
+  read each other's queue.
 
 A secret is filled in only at exec time, so it is never part of a system's name, a report
 or a replay line; it goes in an environment variable, never on the command line (every
@@ -24,6 +30,7 @@ process on the machine may read a command line).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -40,7 +47,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PROVIDER_FIELDS = ("url", "host", "port", "smtp_port", "preset", "credential_id", "credential")
 #: the provider fields that are secrets: never on a command line, never printed
 SECRET_FIELDS = frozenset({"credential"})
-_PLAIN = ("db.url", "db.path", "db.schema", "worker.name", "case.id")
+_PLAIN = ("db.url", "db.path", "db.schema", "db.dsn", "worker.name", "case.id", "case.key")
 #: the harness's own variables, which a template must not replace
 _OWN_PREFIX = "CRASH_HARNESS_"
 
@@ -150,6 +157,34 @@ def _db_url(config: WorkerConfig) -> str:
     return f"{url}{joiner}options={quote('-csearch_path=' + config.db.schema, safe='')}"
 
 
+def _dsn(config: WorkerConfig) -> str:
+    """A PostgreSQL case's libpq URL: SQLAlchemy's without its driver, the password kept (it
+    goes only into the worker's environment), the case's schema as ``options``."""
+    if config.db.kind == "sqlite":
+        raise TemplateError(
+            "{db.dsn} is a PostgreSQL URL and this case's database is SQLite;"
+            " use {db.path} or {db.url}"
+        )
+    from sqlalchemy.engine import make_url
+
+    url = make_url(config.db.url).set(drivername="postgresql")
+    plain = url.render_as_string(hide_password=False)
+    if config.db.schema is None:
+        return plain
+    joiner = "&" if "?" in plain else "?"
+    return f"{plain}{joiner}options={quote('-csearch_path=' + config.db.schema, safe='')}"
+
+
+def case_key(config: WorkerConfig) -> str:
+    """``{case.key}``: the case id made fit for a queue or table name, and made this run's own
+    by a digest of the case's database (a file in this run's work dir, or this run's
+    schema), which no other run shares."""
+    slug = re.sub(r"[^a-z0-9]+", "_", config.case_id.lower()).strip("_")[:32]
+    where = f"{config.case_id}\0{config.db.url}\0{config.db.schema or ''}"
+    digest = hashlib.sha256(where.encode()).hexdigest()[:12]
+    return f"c_{slug}_{digest}" if slug else f"c_{digest}"
+
+
 def value(name: str, config: WorkerConfig) -> str:
     """What placeholder ``name`` means for this worker (a ``TemplateError`` when this case
     cannot fill it: ``{db.path}`` of a PostgreSQL case, an SMTP port of an HTTP provider)."""
@@ -173,6 +208,10 @@ def value(name: str, config: WorkerConfig) -> str:
         return config.worker_name
     if name == "case.id":
         return config.case_id
+    if name == "case.key":
+        return case_key(config)
+    if name == "db.dsn":
+        return _dsn(config)
     parts = name.split(".")
     if parts[0] == "provider" and len(parts) in (2, 3) and parts[-1] in PROVIDER_FIELDS:
         endpoint = _endpoint(config, parts[1] if len(parts) == 3 else None)
@@ -253,14 +292,19 @@ class CommandTemplate:
         of SQLite)."""
         where = f"--system cmd:{self.name}"
         self.check(providers, where=where)
-        wrong = {"postgresql": "db.path", "sqlite": "db.schema"}[database]
+        wrong = {"postgresql": ("db.path",), "sqlite": ("db.schema", "db.dsn")}[database]
+        what = {
+            "db.path": "SQLite file",
+            "db.schema": "PostgreSQL schema",
+            "db.dsn": "PostgreSQL URL",
+        }
         for template in [*self.env.values(), *self.argv]:
-            if wrong in placeholders(template):
-                other = "SQLite file" if wrong == "db.path" else "PostgreSQL schema"
-                raise TemplateError(
-                    f"{where}: {{{wrong}}} is a {other}, and this campaign's database is"
-                    f" {'PostgreSQL' if database == 'postgresql' else 'SQLite'}; use {{db.url}}"
-                )
+            for name in wrong:
+                if name in placeholders(template):
+                    raise TemplateError(
+                        f"{where}: {{{name}}} is a {what[name]}, and this campaign's database is"
+                        f" {'PostgreSQL' if database == 'postgresql' else 'SQLite'}; use {{db.url}}"
+                    )
 
     @property
     def name(self) -> str:
