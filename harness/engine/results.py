@@ -123,6 +123,9 @@ class CaseResult:
     unintended: int | None = None
     #: discovered point -> what it talked to (``POST 127.0.0.1:8000/hooks``), from its hits
     targets: dict[str, list[str]] = field(default_factory=dict)
+    #: run ids of accepted effects the case never intended (sorted, at most five): a worker
+    #: that keeps its own work names these instead of the harness's runs
+    foreign_runs: list[str] = field(default_factory=list)
     #: sends and commits the hooks saw and could not name (a library's own thread that no
     #: namer knows), by kind and by whom: never crash points, so never crashed
     unnamed: dict[str, int] = field(default_factory=dict)

@@ -301,6 +301,7 @@ def discover_boundaries(settings: CampaignSettings) -> tuple[System, CaseResult]
         (case,) = run_campaign(dry).cases
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    refuse_own_work(settings.system, case)
     return replace(settings.system, boundaries=with_discovered(settings.system, case)), case
 
 
@@ -390,4 +391,22 @@ def run_case(
     )
     return record.record_case(
         settings, case, prepared, observation, events, judgement, ended.leftovers
+    )
+
+
+def refuse_own_work(system: System, dry: CaseResult) -> None:
+    """A worker that keeps its own work (reads its own orders, not the harness's runs) and
+    declares no intent touches none of the runs it is judged on: every case would fail
+    ``no_silent_loss`` for the harness's runs with a wrong fix. Said once, after the dry run
+    and before any case: how to declare what it intends instead."""
+    if system.intent is not None or dry.on_intended != 0 or not dry.foreign_runs:
+        return
+    shown = ", ".join(repr(r) for r in dry.foreign_runs)
+    raise BadInputError(
+        f"system {system.name!r} keeps its own work: its dry run touched none of the"
+        f" {dry.intended} intended deliveries and sent under runs the harness never seeded"
+        f" ({shown}); declare its intent: a `prepare` that returns its (run_id, destination)"
+        ' pairs (a scenario: prepare = "module:function" in [scenario]), or'
+        ' `intent="SELECT ... AS run_id, ... AS destination FROM ..."` on its System'
+        " (docs/own-worker.md, Intent from your own data)"
     )

@@ -62,6 +62,7 @@ def record_case(
         reached=_with_far_side(trace_store.boundaries_reached(events), observation.effects),
         targets=trace_store.point_targets(events),
         unnamed=trace_store.unnamed_points(events),
+        foreign_runs=_foreign_runs(observation),
         hits_by_worker=_hits_by_worker(events),
         # a crash scoped to one process (a work-horse) leaves its worker running
         # a planned SIGKILL happened (a crash scoped to one process, a work-horse, leaves its
@@ -210,3 +211,14 @@ def _hits_by_worker(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
             counts = hits.setdefault(ev.worker, {})
             counts[ev.boundary] = max(counts.get(ev.boundary, 0), ev.hit)
     return hits
+
+
+def _foreign_runs(observation: Observation) -> list[str]:
+    """The first few run ids of accepted effects nobody intended (a worker that keeps its own
+    orders sends under those, never under the harness's runs)."""
+    found = {
+        e.run_id
+        for e in observation.effects or ()
+        if e.accepted and e.run_id and e.run_id not in observation.intended
+    }
+    return sorted(found)[:5]

@@ -32,7 +32,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
 from harness.engine.case import _jobpipe
-from harness.engine.case.campaign import Campaign, CaseResult
+from harness.engine.case.campaign import Campaign, CaseResult, refuse_own_work
 from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.process import _far_side
 from harness.engine.search._landings import Landings
@@ -153,6 +153,7 @@ def explore(
     # The dry run (no fault) says where a worker gets to, so no schedule is drawn where it
     # cannot land; it is a case like any other, first among those tried.
     dry = campaign.run(CaseSpec())
+    refuse_own_work(campaign.settings.system, dry)
     if on_case is not None:
         on_case(dry)
     before = [dry]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.engine.case.campaign import Campaign, CaseResult
+from harness.engine.case.campaign import Campaign, CaseResult, refuse_own_work
 from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process import _far_side
 from harness.engine.search.recovery import second_crashes
@@ -84,6 +84,7 @@ def sweep(
 
     coverage = SweepCoverage()
     dry = campaign.run(CaseSpec())
+    refuse_own_work(campaign.settings.system, dry)
     # what the dry run found (a program's boundaries, every near-side point) is what the sweep
     # crashes, and what its coverage and the report count, like a named boundary; far-side
     # points are planned below, one per accepted request of the dry run
