@@ -59,7 +59,8 @@ from otherlib.store import save
 
 saver = Saver(sys.argv[2])
 with ThreadPoolExecutor(1) as pool:
-    pool.submit(saver.put, {}, {"updated_channels": ["__start__"]}, {"source": "input"}, {}).result()
+    start = {"updated_channels": ["__start__"]}
+    pool.submit(saver.put, {}, start, {"source": "input"}, {}).result()
     pool.submit(
         saver.put, {}, {"updated_channels": ["branch:to:tools", "messages"]}, {"source": "loop"}, {}
     ).result()
@@ -94,14 +95,16 @@ def _exec(agent: Path, *args: str) -> Callable[[], None]:
     return run
 
 
-def _run(
-    tmp_path: Path, arms: list[Arm]
-) -> tuple[WorkerOutcome, list[trace_store.TraceEvent]]:
+def _run(tmp_path: Path, arms: list[Arm]) -> tuple[WorkerOutcome, list[trace_store.TraceEvent]]:
     site, agent = _layout(tmp_path)
     trace = tmp_path / "trace.jsonl"
     with Supervisor(workdir=tmp_path) as sup:
         worker = sup.start(
-            "w1", _exec(agent, str(site), str(tmp_path / "cp.db")), trace_path=trace, arms=arms, hooks=True
+            "w1",
+            _exec(agent, str(site), str(tmp_path / "cp.db")),
+            trace_path=trace,
+            arms=arms,
+            hooks=True,
         )
         outcome = sup.wait(worker, timeout_s=120, trace_path=trace)
     return outcome, trace_store.read(trace)
