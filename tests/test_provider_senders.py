@@ -155,10 +155,15 @@ def test_no_secret_a_url_carried_is_in_the_log_a_reason_or_the_browse_page(
     log: Path, tmp_path: Path
 ) -> None:
     """Slack's webhook secret, Discord's token, a generic webhook's path or query secret and
-    a Teams sig, right and wrong, sent to every wire: none of them is logged."""
+    a Teams sig, right and wrong, sent to every wire: none of them is logged. The rules
+    given read the path (its miss is in every record's reason) and the query (the secret's
+    own parameter): even they see the URL without its secret."""
     right, other = SLACK_SECRET, HOOK_SECRET
     with ProviderProcess.start(
-        log_path=log, preset="chat", credentials={"worker": (right, ["*"])}
+        log_path=log,
+        preset="chat",
+        credentials={"worker": (right, ["*"])},
+        identify={"run": "path:/runs/{run}"},
     ) as chat:
         for secret in (right, WRONG):
             requests.post(_hook(chat, secret), json={"text": "x"}, timeout=5)
@@ -173,6 +178,7 @@ def test_no_secret_a_url_carried_is_in_the_log_a_reason_or_the_browse_page(
         preset="webhook",
         credentials={"worker": (other, ["*"])},
         options={"secret_path": ["/hooks/{secret}"]},
+        identify={"run": "path:/runs/{run}", "delivery": ["query:token", "query:sig"]},
     ) as hooks:
         for secret in (other, WRONG):
             requests.post(f"{hooks.url}/hooks/{secret}", json={"text": "x"}, timeout=5)
@@ -187,6 +193,21 @@ def test_no_secret_a_url_carried_is_in_the_log_a_reason_or_the_browse_page(
     for secret in (right, other, WRONG):
         assert secret.encode() not in written, secret
         assert not [s for s in said if secret in s], secret
+
+
+def test_a_payload_hash_is_of_the_url_without_its_secret(log: Path) -> None:
+    """One message to one webhook under two secrets hashes alike: the hash holds no secret
+    (a short one could be guessed back from it)."""
+    with ProviderProcess.start(
+        log_path=log,
+        preset="chat",
+        credentials={"a": (SLACK_SECRET, ["B0*"]), "b": (HOOK_SECRET, ["B0*"])},
+    ) as provider:
+        for secret in (SLACK_SECRET, HOOK_SECRET):
+            assert requests.post(_hook(provider, secret), json={"text": "x"}, timeout=5).ok
+        first, second = provider.admin.assert_effects(2, destination="B0123")
+    assert first.payload_hash == second.payload_hash
+    assert (first.credential_id, second.credential_id) == ("a", "b")
 
 
 # -- generic JSON webhooks and Teams' Workflows: the secret in the URL --------------------------
