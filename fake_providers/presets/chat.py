@@ -30,9 +30,9 @@ message metadata (https://api.slack.com/metadata), and forums that render Markdo
   in the body changes nothing: an app's webhook posts where it was installed). It answers
   200 ``text/plain`` ``ok``, and errors as a plain-text string with an HTTP status
   (https://api.slack.com/changelog/2016-05-17-changes-to-errors-for-incoming-webhooks:
-  ``invalid_payload`` 400; and as hooks.slack.com answers them, ``no_text`` 400,
-  ``too_many_attachments`` 400, ``invalid_token`` 403 for a secret that is wrong or
-  missing, ``no_service`` 404 for a webhook the secret is not for); the fake's reason is in
+  ``invalid_payload`` 400; and as senders report hooks.slack.com answering them,
+  ``no_text`` 400, ``too_many_attachments`` 400, ``invalid_token`` 403 for a secret that
+  is wrong or missing, ``no_service`` 404 for a webhook the secret is not for); the fake's reason is in
   the ``X-Fake-Provider-Reason`` header, the body stays Slack's. And the harness's
   ``POST /v1/messages``.
 - A secret in a URL (Discord's token, a Slack webhook's secret) is never in the log: the
