@@ -32,9 +32,9 @@ message metadata (https://api.slack.com/metadata), and forums that render Markdo
   (https://api.slack.com/changelog/2016-05-17-changes-to-errors-for-incoming-webhooks:
   ``invalid_payload`` 400; and as senders report hooks.slack.com answering them,
   ``no_text`` 400, ``too_many_attachments`` 400, ``invalid_token`` 403 for a secret that
-  is wrong or missing, ``no_service`` 404 for a webhook the secret is not for); the fake's reason is in
-  the ``X-Fake-Provider-Reason`` header, the body stays Slack's. And the harness's
-  ``POST /v1/messages``.
+  is wrong or missing, ``no_service`` 404 for a webhook the secret is not for); the
+  fake's reason is in the ``X-Fake-Provider-Reason`` header, the body stays Slack's. And
+  the harness's ``POST /v1/messages``.
 - A secret in a URL (Discord's token, a Slack webhook's secret) is never in the log: the
   rules see the path with ``{token}``/``{secret}`` in its place, so no reason, destination
   or payload hash holds it.
