@@ -350,6 +350,9 @@ def test_an_open_receiver_refuses_nothing_and_says_it_was_open(log: Path) -> Non
         assert [r.status_code for r in sent] == [200, 200, 200, 202, 200]
         effects = provider.admin.assert_effects(5)
         assert {e.credential_id for e in effects} == {"(open)"}
+        # its record too is for anyone to read
+        listed = requests.get(f"{provider.url}/v1/deliveries", timeout=5)
+        assert len(listed.json()["deliveries"]) == 5
         assert provider.admin.reasons(outcome="unauthenticated") == []
         assert provider.admin.reasons(outcome="refused") == []
         notes = reason_notes(provider.admin.effects())

@@ -54,8 +54,8 @@ Receivers whose secret is in their URL, as generic JSON webhooks and Microsoft T
 
 An open receiver (``open``, off by default; for an internal endpoint that really takes
 anything) accepts every request without a credential: nothing is refused 401 or 403, no
-``webhook-id`` is required, each record's credential is ``(open)`` and
-``GET /_admin/info`` says ``"auth": ["open"]``.
+``webhook-id`` is required, each record's credential is ``(open)``, ``GET /v1/deliveries``
+answers anyone and ``GET /_admin/info`` says ``"auth": ["open"]``.
 """
 
 from __future__ import annotations
@@ -379,9 +379,10 @@ class Webhook(MessagePreset):
         )
 
     def deliveries(self, request: Request) -> Reply:
-        """GET /v1/deliveries[?destination=D]: what this receiver got, oldest first."""
+        """GET /v1/deliveries[?destination=D]: what this receiver got, oldest first (to
+        anyone, if it is open)."""
         core = self.core
-        credential = core.bearer_credential(request)
+        credential = OPEN if self.options["open"] else core.bearer_credential(request)
         if credential is None:
             return Reply(json_response(401, {"error": "unauthenticated"}))
         wanted = request.args.get("destination") or None
