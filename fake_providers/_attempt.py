@@ -125,8 +125,10 @@ def recognise(preset: ReadsSends, request: Request, raw: bytes | None) -> Recogn
 
 def request_payload_hash(request: Request, seen: Seen, body: Mapping[str, Any]) -> str:
     """The payload hash of an HTTP send: its JSON (or form fields), and for any endpoint
-    but the plain ones the path too, so one body sent to two endpoints hashes apart."""
+    but the plain ones the path too, so one body sent to two endpoints hashes apart. The
+    path is the one the rules saw: a secret the URL carried is not in it (a hash of a short
+    secret could be guessed back), and one message sent with two secrets hashes alike."""
     hashed: Any = seen.json if seen.json is not None else body
     if request.path not in ("/v1/messages", "/"):
-        hashed = {"endpoint": request.path, "params": hashed}
+        hashed = {"endpoint": seen.path, "params": hashed}
     return payload_hash(hashed)

@@ -343,6 +343,11 @@ def _print_banner(
         f"  options:    {shown or '(none)'}",
         f"  dedupe:     {dedupe_summary(options)}",
     ]
+    if options.get("open"):
+        lines.append(
+            "  open:       every request is accepted without a credential"
+            " (for an internal endpoint; the credential below is not needed)"
+        )
     if options.get("identify", Identify()) != Identify():
         lines.append(f"  identify:   {options['identify']} (other fields: the preset's defaults)")
     for cred in secrets.credentials.values():

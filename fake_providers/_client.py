@@ -16,6 +16,7 @@ import requests
 from fake_providers._credentials import blank_secret
 from fake_providers._errors import ProviderError
 from fake_providers._records import ACCEPTED_OUTCOMES, Effect, FaultRule
+from fake_providers._reply import REASON_HEADER
 
 FilterValue = str | int | Sequence[str]
 
@@ -275,8 +276,13 @@ def _exactly(n: int, found: list[Effect], filters: Mapping[str, Any], what: str)
 def reason_of(reply: Any) -> str | None:
     """The provider's reason in a reply (a ``requests.Response``, an ``HTTPError`` carrying
     one, or its decoded JSON body), or None: every fake provider puts ``"reason"`` in the
-    body of a refusal, so a worker's ``400 Client Error`` can be told apart by cause."""
+    body of a refusal, so a worker's ``400 Client Error`` can be told apart by cause; a wire
+    whose errors are plain text (Slack's incoming webhooks) carries it in the
+    ``X-Fake-Provider-Reason`` header instead."""
     response = getattr(reply, "response", None) if isinstance(reply, Exception) else reply
+    headers = getattr(response, "headers", None)
+    if headers is not None and headers.get(REASON_HEADER):
+        return str(headers[REASON_HEADER])
     body: Any = response
     decode = getattr(response, "json", None)
     if callable(decode):

@@ -27,6 +27,10 @@ ADMIN_TOKEN_ENV: Final = "CRASH_HARNESS_PROVIDER_ADMIN_TOKEN"
 SECRET_ENV: Final = "CRASH_HARNESS_PROVIDER_SECRET"
 """The one worker secret ``providers serve --secret`` reads (also what a harness worker reads)."""
 
+OPEN_CREDENTIAL_ID: Final = "(open)"
+"""The credential id an open receiver (a ``webhook`` with ``open`` on) logs every request
+under: it looked at no credential."""
+
 MIN_FIXED_LENGTH: Final = 16
 MAX_FIXED_LENGTH: Final = 256
 

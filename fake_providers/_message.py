@@ -131,9 +131,10 @@ class MessagePipeline:
     def _refuse(self, send: _Send, outcome: str, status: int, error: str, reason: str) -> Reply:
         """Record a refusal and answer it as the preset's wire words refusals."""
         code, payload = send.preset.refusal(send.request, status, error, reason)
-        return self._core.record(
+        reply = self._core.record(
             send.attempt, outcome=outcome, status=code, payload=payload, reason=reason
         )
+        return send.preset.refusal_reply(send.request, reply, reason)
 
     # -- admission (under the lock) -----------------------------------------------------
 

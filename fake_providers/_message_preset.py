@@ -132,6 +132,11 @@ class MessagePreset(Preset):
         """The (status, JSON body) a refusal takes on this wire; the reason is always in it."""
         return status, {"error": error, "reason": reason}
 
+    def refusal_reply(self, request: Request, reply: Reply, reason: str) -> Reply:
+        """The refusal as the wire sends it, once recorded (default: the JSON ``refusal``
+        built); a wire that answers in plain text rewrites it here."""
+        return reply
+
     def needs_attribution(self) -> tuple[str, ...]:
         """Fields a request must yield to be attributed (else logged ``unattributed: ...``)."""
         return ("run", "destination")

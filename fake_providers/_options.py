@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from fake_providers._errors import ProviderError
@@ -34,6 +34,8 @@ class Option:
     help: str
     minimum: float | None = None
     maximum: float | None = None
+    #: a further check of a parsed value (raises ``ProviderError`` saying what is wrong)
+    check: Callable[[Any], None] | None = field(default=None, compare=False)
 
     @property
     def flag(self) -> str:
@@ -46,7 +48,10 @@ class Option:
         if self.kind == "bool":
             return self._parse_bool(value, where)
         if self.kind == "globs":
-            return self._parse_globs(value, where)
+            items = self._parse_globs(value, where)
+            if self.check is not None:
+                self.check(items)
+            return items
         if self.kind == "identify":
             return Identify.parse(value)
         number = self._parse_number(value, where)
@@ -131,9 +136,16 @@ def integer(
     return Option(name, "int", default, help, minimum=minimum, maximum=maximum)
 
 
-def globs(name: str, *, help: str) -> Option:
-    """A list of fnmatch globs (comma-separated, or repeated on the command line)."""
-    return Option(name, "globs", (), help)
+def globs(
+    name: str,
+    *,
+    help: str,
+    default: tuple[str, ...] = (),
+    check: Callable[[tuple[str, ...]], None] | None = None,
+) -> Option:
+    """A list of fnmatch globs, or of other words (comma-separated, or repeated on the
+    command line); ``check`` refuses a list that parses but means nothing."""
+    return Option(name, "globs", tuple(default), help, check=check)
 
 
 IDENTIFY_OPTION: Final = Option(

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from werkzeug.wrappers import Response
+
+REASON_HEADER: Final = "X-Fake-Provider-Reason"
+"""Where a plain-text refusal (Slack's incoming webhooks answer ``invalid_token``, nothing
+more) carries the provider's reason, the body staying exactly what the real provider sends."""
 
 
 class Reply(NamedTuple):
@@ -38,3 +42,13 @@ def raw_json(status: int, body: str, headers: Mapping[str, str] | None = None) -
 def html_response(status: int, page: str, headers: Mapping[str, str]) -> Response:
     """An HTML page (the browse page and its login form)."""
     return Response(page, status=status, headers=dict(headers), mimetype="text/html")
+
+
+def plain_text(status: int, body: str, reason: str | None = None) -> Response:
+    """A ``text/plain`` reply (Slack's incoming webhooks: ``ok``, or the error string), the
+    reason, if any, in ``REASON_HEADER`` (one line of ASCII: a header can carry no more)."""
+    headers: dict[str, str] = {}
+    if reason:
+        flat = " ".join(reason.split())
+        headers[REASON_HEADER] = flat.encode("ascii", "backslashreplace").decode("ascii")
+    return Response(body, status=status, headers=headers, mimetype="text/plain")

@@ -23,7 +23,21 @@ message metadata (https://api.slack.com/metadata), and forums that render Markdo
   ``POST /api/webhooks/{webhook.id}/{webhook.token}`` (JSON ``content``; the token in the
   URL is the credential's secret; the webhook id is the destination): 204 with no body, or
   with ``?wait=true`` 200 and the created message; errors ``{"message", "code"}`` (50006
-  empty message, 50027 invalid webhook token). And the harness's ``POST /v1/messages``.
+  empty message, 50027 invalid webhook token). Slack's incoming webhooks
+  (https://api.slack.com/messaging/webhooks) ``POST /services/T…/B…/<secret>`` with JSON
+  ``text`` (or ``blocks``/``attachments``; also a form's ``payload=<JSON>``): the secret in
+  the URL is the credential's secret, the ``B…`` webhook is the destination (a ``channel``
+  in the body changes nothing: an app's webhook posts where it was installed). It answers
+  200 ``text/plain`` ``ok``, and errors as a plain-text string with an HTTP status
+  (https://api.slack.com/changelog/2016-05-17-changes-to-errors-for-incoming-webhooks:
+  ``invalid_payload`` 400; and as senders report hooks.slack.com answering them,
+  ``no_text`` 400, ``too_many_attachments`` 400, ``invalid_token`` 403 for a secret that
+  is wrong or missing, ``no_service`` 404 for a webhook the secret is not for); the
+  fake's reason is in the ``X-Fake-Provider-Reason`` header, the body stays Slack's. And
+  the harness's ``POST /v1/messages``.
+- A secret in a URL (Discord's token, a Slack webhook's secret) is never in the log: the
+  rules see the path with ``{token}``/``{secret}`` in its place, so no reason, destination
+  or payload hash holds it.
 - The effect log keeps the recognizer whatever the switch says: from the ``recognizer``
   field, else the first ``ch-<12 hex>`` anywhere in the text.
 """
@@ -43,7 +57,7 @@ from fake_providers._identify import Identify, Seen
 from fake_providers._message_preset import Incoming, MessagePreset
 from fake_providers._options import switch
 from fake_providers._preset import Core, PresetSpec
-from fake_providers._reply import Reply, json_response
+from fake_providers._reply import Reply, json_response, plain_text
 from fake_providers._routing import Route, route_arg
 
 HIDDEN_COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -72,15 +86,29 @@ class Chat(MessagePreset):
         return [
             Route("/v1/threads/<path:channel>", ("GET",), self.thread),
             Route(SLACK_PATH, ("POST",), handle),
+            Route(f"{SLACK_HOOKS}/<path:rest>", ("POST",), handle),
             Route("/api/webhooks/<hook>/<token>", ("POST",), handle),
             Route("/api/v<int:version>/webhooks/<hook>/<token>", ("POST",), handle),
         ]
 
     def seen(self, request: Request, raw: bytes) -> Seen:
         seen = super().seen(request, raw)
-        if _wire(request) == "discord":  # the token in the URL never reaches a reason
+        wire = _wire(request)
+        if wire == "discord":  # the token in the URL never reaches a reason
             head, _, _ = seen.path.rstrip("/").rpartition("/")
             seen.path = f"{head}/{{token}}"
+        if wire == "slack_hook":
+            seen.path = _hook_path(request.path)
+            if seen.form is not None and "payload" in seen.form:
+                # Slack: the JSON may travel as a form's payload parameter
+                seen = Seen.make(
+                    headers=request.headers.items(),
+                    path=seen.path,
+                    query=seen.query,
+                    raw=seen.form["payload"].encode(),
+                    content_type="application/json",
+                )
+                seen.text = self.text_of(seen)
         if seen.form is not None and "token" in seen.form:
             seen.form = {**seen.form, "token": REDACTED}
         return seen
@@ -95,6 +123,15 @@ class Chat(MessagePreset):
         return urlencode([(k, REDACTED if k == "token" else v) for k, v in pairs]).encode()
 
     def authenticate(self, request: Request, raw: bytes) -> Credential | str:
+        if _wire(request) == "slack_hook":
+            secret = _hook_secret(request.path)
+            if secret is None:
+                return (
+                    "no webhook secret in the URL (expected"
+                    f" {SLACK_HOOKS}/T.../B.../<secret>, the secret last)"
+                )
+            found = find_credential(self.core.credentials, secret)
+            return found or "the webhook secret in the URL matches no credential of this provider"
         if _wire(request) == "discord":
             token = request.path.rstrip("/").rsplit("/", 1)[-1]
             found = find_credential(self.core.credentials, token)
@@ -116,6 +153,8 @@ class Chat(MessagePreset):
         wire = _wire(incoming.request)
         if wire == "legacy":
             return None
+        if wire == "slack_hook":
+            return _hook_rules(incoming)
         fields = incoming.body
         has_text = any(
             isinstance(fields.get(name), str | list) and fields.get(name)
@@ -131,6 +170,8 @@ class Chat(MessagePreset):
 
     def refusal(self, request: Request, status: int, error: str, reason: str) -> tuple[int, Any]:
         wire = _wire(request)
+        if wire == "slack_hook":
+            return _hook_error(status, error)
         if wire == "slack":
             slack = {401: "invalid_auth", 403: "channel_not_found"}.get(status, error)
             if status == 401 and "no Authorization" in reason:
@@ -143,6 +184,14 @@ class Chat(MessagePreset):
             }.get(status, (50006 if "empty" in error else 50035, error))
             return status, {"message": message, "code": code, "reason": reason}
         return status, {"error": error, "reason": reason}
+
+    def refusal_reply(self, request: Request, reply: Reply, reason: str) -> Reply:
+        """Slack's incoming webhooks answer a bare error string, as text."""
+        if _wire(request) != "slack_hook":
+            return reply
+        response = reply.response
+        text = response.get_data(as_text=True)
+        return reply._replace(response=plain_text(response.status_code, text, reason))
 
     def decide(self, incoming: Incoming) -> Reply:
         core = self.core
@@ -189,6 +238,8 @@ class Chat(MessagePreset):
         )
         if status == 204:
             return recorded._replace(response=Response(status=204))
+        if _wire(incoming.request) == "slack_hook":
+            return recorded._replace(response=plain_text(200, "ok"))
         return recorded
 
     def thread(self, request: Request) -> Reply:
@@ -240,6 +291,8 @@ SPEC = PresetSpec(
             "header:X-Run-Id",
         ],
         destination=[
+            # a Slack incoming webhook posts where it was installed, whatever the body says
+            "path:/services/{team}/{destination}/{secret}",
             "json:/destination",
             "json:/channel",
             "form:channel",
@@ -262,13 +315,72 @@ SPEC = PresetSpec(
 
 
 SLACK_PATH = "/api/chat.postMessage"
+SLACK_HOOKS = "/services"
 REDACTED = "<redacted>"
+#: a Slack message's parts, at least one of them not empty (chat.postMessage's ``no_text``)
+SLACK_PARTS: Final = ("text", "blocks", "attachments")
+#: "A maximum of 100 attachments are allowed on a message" (chat.postMessage)
+MAX_ATTACHMENTS: Final = 100
+#: the errors an incoming webhook answers with their own name (any other 4xx body error is
+#: ``invalid_payload``), and the one each status of the core means on this wire
+HOOK_ERRORS: Final = ("invalid_payload", "no_text", "too_many_attachments")
+HOOK_STATUS: Final = {401: (403, "invalid_token"), 403: (404, "no_service")}
 
 
 def _wire(request: Request) -> str:
-    """Which wire a send came on: ``slack``, ``discord`` or ``legacy`` (/v1/messages)."""
+    """Which wire a send came on: ``slack``, ``slack_hook`` (an incoming webhook),
+    ``discord`` or ``legacy`` (/v1/messages)."""
     if request.path == SLACK_PATH:
         return "slack"
+    if request.path.startswith(f"{SLACK_HOOKS}/"):
+        return "slack_hook"
     if request.path.startswith("/api/"):
         return "discord"
     return "legacy"
+
+
+def _hook_parts(path: str) -> list[str]:
+    """``/services/T0/B0/secret`` -> ``["T0", "B0", "secret"]``."""
+    return path.removeprefix(f"{SLACK_HOOKS}/").split("/")
+
+
+def _hook_secret(path: str) -> str | None:
+    """The secret of an incoming webhook's URL (its third segment), None if it has none."""
+    parts = _hook_parts(path)
+    return parts[2] if len(parts) >= 3 and parts[2] else None
+
+
+def _hook_path(path: str) -> str:
+    """The webhook's path as the rules (and every reason) see it: ``{secret}`` in place of
+    the secret and of anything after it."""
+    parts = _hook_parts(path)
+    if len(parts) < 3:
+        return path
+    return "/".join([SLACK_HOOKS, *parts[:2], "{secret}"])
+
+
+def _hook_rules(incoming: Incoming) -> tuple[int, str, str] | None:
+    """What an incoming webhook refuses in a body it could read."""
+    message = incoming.seen.json
+    if not isinstance(message, dict):
+        return (
+            400,
+            "invalid_payload",
+            "invalid_payload: the message must be a JSON object (or a form's payload=<JSON>)",
+        )
+    if not any(isinstance(message.get(n), str | list) and message.get(n) for n in SLACK_PARTS):
+        return 400, "no_text", "no_text: one of text, blocks or attachments is required"
+    attachments = message.get("attachments")
+    if isinstance(attachments, list) and len(attachments) > MAX_ATTACHMENTS:
+        said = f"{len(attachments)} attachments, at most {MAX_ATTACHMENTS}"
+        return 400, "too_many_attachments", f"too_many_attachments: {said}"
+    return None
+
+
+def _hook_error(status: int, error: str) -> tuple[int, str]:
+    """An incoming webhook's refusal: its status and its bare error string."""
+    if status in HOOK_STATUS:
+        return HOOK_STATUS[status]
+    if status == 400 and error in HOOK_ERRORS:
+        return status, error
+    return status, "invalid_payload"

@@ -27,6 +27,35 @@ https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-w
 - The sender's way to check after a timeout is the receiver's own record:
   ``GET /v1/deliveries`` (bearer; only destinations in the caller's scope) lists every
   delivery that reached the handler, duplicates marked by their outcome.
+
+Receivers whose secret is in their URL, as generic JSON webhooks and Microsoft Teams' are:
+
+- The secret may travel in a query parameter (``secret_query``: ``sig`` and ``token`` by
+  default) or in a path segment (``secret_path`` templates such as ``/hooks/{secret}``,
+  none by default: the path is otherwise the endpoint). The endpoint (destination) is then
+  the path without its secret. Such a sender sends no ``webhook-id``: it is optional for
+  it, honoured when sent, and without one every delivery is processed (``fresh``).
+- Teams' Workflows ("When a Teams webhook request is received", a Power Automate / Logic
+  Apps request trigger: https://learn.microsoft.com/azure/connectors/connectors-native-reqres,
+  https://learn.microsoft.com/connectors/teams/#microsoft-teams-webhook) are posted at
+  ``/workflows/<id>/triggers/<trigger>/paths/invoke?api-version=...&sp=...&sv=...&sig=<sig>``
+  with an Adaptive Card message. With no Response action the trigger answers at once
+  ``202 Accepted``, no body; it runs once per request (no key, nothing deduplicated).
+  Errors take Logic Apps' ``{"error": {"code", "message"}}``: 401
+  ``DirectApiAuthorizationRequired`` without a signature (quoted in
+  https://github.com/MicrosoftDocs/azure-docs/issues/60706), 401
+  ``DirectApiInvalidAuthorizationSignature`` for one that matches nothing, 400
+  ``TriggerInputSchemaMismatch`` for a body it cannot read (the last two as Logic Apps
+  answers them, not in Microsoft's documentation).
+- A secret in the URL is never logged: the rules see the path without it and the query with
+  ``<redacted>`` in its place (so no reason, destination or payload hash holds it), and a
+  path segment or query value equal to any credential's secret is hidden the same way
+  wherever it is.
+
+An open receiver (``open``, off by default; for an internal endpoint that really takes
+anything) accepts every request without a credential: nothing is refused 401 or 403, no
+``webhook-id`` is required, each record's credential is ``(open)``, ``GET /v1/deliveries``
+answers anyone and ``GET /_admin/info`` says ``"auth": ["open"]``.
 """
 
 from __future__ import annotations
@@ -35,19 +64,28 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-from werkzeug.wrappers import Request
+from werkzeug.wrappers import Request, Response
 
-from fake_providers._credentials import Credential
+from fake_providers._credentials import OPEN_CREDENTIAL_ID, Credential, find_credential
+from fake_providers._errors import ProviderError
 from fake_providers._identify import Identify, Seen
 from fake_providers._message_preset import Incoming, MessagePreset
-from fake_providers._options import seconds, switch
+from fake_providers._options import globs, seconds, switch
 from fake_providers._preset import Core, PresetSpec
 from fake_providers._records import ACCEPTED_OUTCOMES
 from fake_providers._reply import Reply, json_response
 from fake_providers._routing import Route
+
+OPEN: Final = Credential(credential_id=OPEN_CREDENTIAL_ID, secret="", scope=("*",))
+REDACTED: Final = "<redacted>"
+#: a Teams Workflows (Logic Apps request trigger) URL's path
+TEAMS_PATH: Final = re.compile(r"/workflows/[^/]+/triggers/(?P<trigger>[^/]+)/paths/invoke(/.*)?")
+#: Standard Webhooks' signature headers
+SIGNATURE_HEADERS: Final = ("webhook-timestamp", "webhook-signature")
 
 
 def signing_key(secret: str) -> bytes:
@@ -67,16 +105,42 @@ def sign(secret: str, webhook_id: str, timestamp: int | str, body: bytes) -> str
     return "v1," + base64.b64encode(digest).decode()
 
 
+def check_secret_paths(templates: tuple[str, ...]) -> None:
+    """Refuse a ``secret_path`` template that does not say where the secret is."""
+    for template in templates:
+        segments = template.split("/")
+        if not template.startswith("/") or segments.count("{secret}") != 1:
+            raise ProviderError(
+                f"option 'secret_path': {template!r} must be a path with one whole"
+                " {secret} segment, e.g. /hooks/{secret}"
+            )
+
+
+def _segment_pattern(template: str) -> re.Pattern[str]:
+    """``/hooks/{secret}`` -> a pattern of the whole path; ``{secret}`` is the secret's
+    segment, any other ``{name}`` one segment of anything."""
+    out = []
+    for segment in template.split("/"):
+        if segment == "{secret}":
+            out.append("(?P<secret>[^/]+)")
+        elif re.fullmatch(r"\{[A-Za-z_][A-Za-z0-9_]*\}", segment):
+            out.append("[^/]+")
+        else:
+            out.append(re.escape(segment))
+    return re.compile("/".join(out))
+
+
 class Webhook(MessagePreset):
-    """Standard Webhooks receiver; dedupe on webhook-id is a switch."""
+    """Standard Webhooks receiver; dedupe on webhook-id is a switch. Also takes a secret in
+    the URL (generic JSON webhooks, Teams' Workflows), and may be open."""
 
     name = "webhook"
     key_header = "webhook-id"
     missing_key_error = "missing webhook-id header"
 
-    @property
-    def key_required(self) -> bool:
-        return True
+    def __init__(self, core: Core, options: Mapping[str, Any]) -> None:
+        super().__init__(core, options)
+        self._secret_paths = [_segment_pattern(t) for t in self.options["secret_path"]]
 
     def extra_routes(self) -> list[Route]:
         return [
@@ -85,10 +149,105 @@ class Webhook(MessagePreset):
             Route("/<path:endpoint>", ("POST",), self.core.handle_message),
         ]
 
-    def validate(self, incoming: Incoming) -> tuple[int, str, str] | None:
-        if incoming.request.path.startswith("/_admin/"):
-            return 404, "not found", f"{incoming.request.path} is no admin endpoint"
+    def info(self) -> dict[str, Any]:
+        """How a request may authenticate here (``["open"]``: it need not)."""
+        if self.options["open"]:
+            return {"auth": ["open"]}
+        auth = ["Authorization: Bearer", "Standard Webhooks signature"]
+        auth += [f"query parameter {name}" for name in self.options["secret_query"]]
+        auth += [f"path {template}" for template in self.options["secret_path"]]
+        return {"auth": [*auth, "Teams Workflows URL (sig)"]}
+
+    # -- the URL's secret ---------------------------------------------------------------
+
+    def _path_secret(self, path: str) -> tuple[str, str] | None:
+        """``(secret, path without it)`` if a ``secret_path`` template matches ``path``."""
+        for pattern in self._secret_paths:
+            found = pattern.fullmatch(path)
+            if found is not None:
+                start, end = found.span("secret")
+                return found.group("secret"), (path[: start - 1] + path[end:]) or "/"
         return None
+
+    def _url_secret(self, request: Request) -> tuple[str, str] | None:
+        """``(where, secret)`` of a secret the URL carries: a ``secret_query`` parameter (on
+        a Teams Workflows URL, its ``sig``), else a ``secret_path`` segment."""
+        names = ("sig",) if _is_teams(request) else self.options["secret_query"]
+        for name in names:
+            value = request.args.get(name)
+            if value:
+                return f"query parameter {name}", value
+        in_path = self._path_secret(request.path)
+        if in_path is not None:
+            return "path", in_path[0]
+        return None
+
+    def seen(self, request: Request, raw: bytes) -> Seen:
+        """The request without the secret its URL carries: a ``secret_path`` segment, or
+        any segment equal to a credential's secret, is taken out of the path (the rest is
+        the endpoint); a ``secret_query`` value, or one equal to a secret, is redacted."""
+        seen = super().seen(request, raw)
+        in_path = self._path_secret(request.path)
+        path = request.path if in_path is None else in_path[1]
+        kept = [s for s in path.split("/") if not (s and self._is_secret(s))]
+        seen.path = "/".join(kept) or "/"
+        names = {*self.options["secret_query"], "sig"}
+        seen.query = {
+            k: REDACTED if (k in names and v) or (v and self._is_secret(v)) else v
+            for k, v in seen.query.items()
+        }
+        return seen
+
+    def _is_secret(self, text: str) -> bool:
+        """True if ``text`` is one of this provider's secrets (compared in constant time)."""
+        return find_credential(self.core.credentials, text) is not None
+
+    # -- the wire -------------------------------------------------------------------------
+
+    def validate(self, incoming: Incoming) -> tuple[int, str, str] | None:
+        request = incoming.request
+        if request.path.startswith("/_admin/"):
+            return 404, "not found", f"{request.path} is no admin endpoint"
+        if incoming.attempt.idempotency_key is None and self._key_required(request):
+            return 400, self.missing_key_error, f"no {self.key_header} header"
+        return None
+
+    def _key_required(self, request: Request) -> bool:
+        """A Standard Webhooks delivery (signed, or with a bearer token) carries its
+        ``webhook-id``; a sender whose secret is in the URL (Teams among them) sends none,
+        nor need anyone to an open receiver."""
+        if self.options["open"] or _is_teams(request):
+            return False
+        headers = request.headers
+        return "Authorization" in headers or any(h in headers for h in SIGNATURE_HEADERS)
+
+    def refusal(self, request: Request, status: int, error: str, reason: str) -> tuple[int, Any]:
+        if not _is_teams(request):
+            return status, {"error": error, "reason": reason}
+        if status in (401, 403):
+            signed = "sig" in request.args or "Authorization" in request.headers
+            code, message = (
+                (
+                    "DirectApiInvalidAuthorizationSignature",
+                    "The provided authorization signature is not valid.",
+                )
+                if signed
+                else (
+                    "DirectApiAuthorizationRequired",
+                    "The request must be authenticated only by Shared Access scheme.",
+                )
+            )
+            return 401, {"error": {"code": code, "message": message}, "reason": reason}
+        if status == 400:
+            found = TEAMS_PATH.fullmatch(request.path)
+            trigger = "manual" if found is None else found.group("trigger")
+            message = (
+                f"The input body for trigger '{trigger}' of type 'Request' did not match its"
+                " schema definition."
+            )
+            code = "TriggerInputSchemaMismatch"
+            return 400, {"error": {"code": code, "message": message}, "reason": reason}
+        return status, {"error": {"code": error, "message": error}, "reason": reason}
 
     def body_error(self, seen: Seen) -> str | None:
         """Any JSON value is a payload (the spec: "the payload ... JSON"), not only objects."""
@@ -99,8 +258,36 @@ class Webhook(MessagePreset):
         return found if isinstance(found, str) else seen.text
 
     def authenticate(self, request: Request, raw: bytes) -> Credential | str:
+        if self.options["open"]:
+            return OPEN  # an open receiver looks at no credential
         if request.headers.get("Authorization"):
             return self.core.bearer_or_reason(request)
+        in_url = self._url_secret(request)
+        signed = any(h in request.headers for h in SIGNATURE_HEADERS)
+        if in_url is not None and not signed:
+            where, secret = in_url
+            found = find_credential(self.core.credentials, secret)
+            return found or f"the secret in the URL ({where}) matches no credential"
+        if not signed and not _is_teams(request):
+            return (
+                "no credential: no Authorization: Bearer, no Standard Webhooks signature"
+                " (webhook-id, webhook-timestamp, webhook-signature) and no secret in the"
+                f" URL ({self._url_ways()})"
+            )
+        if _is_teams(request) and not signed:
+            return (
+                "no sig query parameter (a Workflows URL carries api-version, sp, sv and"
+                " sig) and no Authorization: Bearer"
+            )
+        return self._signature(request, raw)
+
+    def _url_ways(self) -> str:
+        ways = [f"query parameter {n}" for n in self.options["secret_query"]]
+        ways += [f"path {t}" for t in self.options["secret_path"]]
+        return " or ".join(ways) if ways else "none configured: secret_query, secret_path"
+
+    def _signature(self, request: Request, raw: bytes) -> Credential | str:
+        """The credential whose key signed this Standard Webhooks delivery, or why none."""
         webhook_id = request.headers.get("webhook-id", "")
         stamp = request.headers.get("webhook-timestamp")
         given = request.headers.get("webhook-signature")
@@ -145,6 +332,23 @@ class Webhook(MessagePreset):
         core = self.core
         attempt = incoming.attempt
         now = core.now()
+        teams = _is_teams(incoming.request)
+        if teams or attempt.idempotency_key is None:
+            # no key (a sender whose secret is in its URL), or Teams' trigger, which runs
+            # once per request: every delivery is processed
+            delivery = core.mint_id(attempt, "dlv_")
+            recorded = core.record(
+                attempt,
+                outcome="fresh",
+                status=202 if teams else 200,
+                payload={"received": True, "id": delivery},
+                fault=incoming.fault_name,
+                provider_message_id=delivery,
+                content=incoming.text,
+            )
+            if teams:  # "202 ACCEPTED", no body: no Response action in the flow
+                return recorded._replace(response=Response(status=202))
+            return recorded
         prior = core.log.find_acceptance(
             epoch=core.epoch, destination=incoming.destination, idempotency_key=incoming.key
         )
@@ -175,9 +379,10 @@ class Webhook(MessagePreset):
         )
 
     def deliveries(self, request: Request) -> Reply:
-        """GET /v1/deliveries[?destination=D]: what this receiver got, oldest first."""
+        """GET /v1/deliveries[?destination=D]: what this receiver got, oldest first (to
+        anyone, if it is open)."""
         core = self.core
-        credential = core.bearer_credential(request)
+        credential = OPEN if self.options["open"] else core.bearer_credential(request)
         if credential is None:
             return Reply(json_response(401, {"error": "unauthenticated"}))
         wanted = request.args.get("destination") or None
@@ -216,6 +421,21 @@ SPEC = PresetSpec(
         switch("dedupe", default=True, help="honour webhook-id (a repeat is not processed again)"),
         seconds("window_s", default=86_400, help="how long webhook-ids are remembered"),
         seconds("tolerance_s", default=300, help="accepted webhook-timestamp skew"),
+        globs(
+            "secret_query",
+            default=("sig", "token"),
+            help="query parameters that may carry the secret (Teams' Workflows: sig)",
+        ),
+        globs(
+            "secret_path",
+            help="path templates whose {secret} segment is the secret, e.g. /hooks/{secret}",
+            check=check_secret_paths,
+        ),
+        switch(
+            "open",
+            default=False,
+            help="accept every request without a credential (internal endpoints only)",
+        ),
     ),
     factory=_build,
     identify=Identify.of(
@@ -225,3 +445,8 @@ SPEC = PresetSpec(
         recognizer=["json:/recognizer", r"regex:ch-[0-9a-f]{12}"],
     ),
 )
+
+
+def _is_teams(request: Request) -> bool:
+    """True for a Teams Workflows (Logic Apps request trigger) URL."""
+    return TEAMS_PATH.fullmatch(request.path) is not None

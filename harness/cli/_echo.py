@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from harness.cli import _style
+from harness.engine.store import _secrets
 from harness.names import near_side_kind
 
 __all__ = [
@@ -66,7 +67,9 @@ def echo_discovered(
         width = max(len(b) for b in found)
         click.echo(f"discovered {len(found)} near-side point(s) (name, dry-run hits, target):")
         for name in found:
-            said = targets.get(name) or ["?"]
+            # a target's path may hold a secret the harness handed out (a Slack
+            # webhook's URL): masked, as in every report
+            said = [_secrets.scrub(t) for t in targets.get(name) or ["?"]]
             more = f" (+{len(said) - 1} more)" if len(said) > 1 else ""
             click.echo(f"  {name:<{width}}  x{reached.get(name, 0):<3} {said[0]}{more}")
     if unnamed:

@@ -1,4 +1,5 @@
-"""The provider's own word on a case's refused and unattributed requests, for its notes.
+"""The provider's own word on a case's refused and unattributed requests (and on requests
+an open receiver took without a credential), for its notes.
 
 A worker's log says ``400 Client Error: BAD REQUEST for url: ...``; the fake provider
 knows why (a missing header, a key reused with other parameters and which one differed, a
@@ -14,6 +15,7 @@ from collections import Counter
 from typing import Final
 
 from fake_providers import Effect
+from fake_providers._credentials import OPEN_CREDENTIAL_ID
 
 #: outcomes whose reason is the provider refusing what a worker sent
 REFUSALS: Final = ("rejected", "refused", "unauthenticated")
@@ -38,6 +40,13 @@ def reason_notes(effects: list[Effect], provider: str | None = None) -> list[str
         f"{said}: {n} request(s) {outcome} {status or ''}: {reason}".replace("  ", " ")
         for (outcome, status, reason), n in counted.most_common(SHOWN)
     ]
+    unchecked = sum(1 for e in effects if e.accepted and e.credential_id == OPEN_CREDENTIAL_ID)
+    if unchecked:  # what the worker sent proves nothing of its credential handling
+        notes.insert(
+            0,
+            f"{said}: {unchecked} request(s) accepted with no credential checked:"
+            " the receiver is open (open = true)",
+        )
     if len(counted) > SHOWN:
         notes.append(f"{said}: {len(counted) - SHOWN} more reason(s) in the effect log")
     return notes

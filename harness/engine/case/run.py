@@ -8,6 +8,7 @@ later stages leave the case undecided instead of blaming the worker for it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -21,6 +22,7 @@ from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process import _leftovers
 from harness.engine.process._lifeline import LifelineCut
 from harness.engine.results import Landing, StepRecord
+from harness.engine.store import _secrets
 from harness.faults import FAULTS
 
 #: how long a case waits, once its workers are done, for the provider to answer or drop every
@@ -77,6 +79,10 @@ def run_steps(prepared: Prepared, case: CaseSpec) -> Ended:
     if found is not None:
         _provider_watch.abandon(ctx, case, found[0], found[1])
     leftovers = _case_leftovers(ctx, named)
+    # every process of the case is gone: no secret it handed a worker stays in the trace
+    # (a discovered send's target is its URL's path, a Slack webhook's secret in it)
+    with contextlib.suppress(OSError):
+        _secrets.scrub_file(ctx.trace_path)
     ctx.tear_down()
     return Ended(lost=None if found is None else found[0], leftovers=leftovers)
 
