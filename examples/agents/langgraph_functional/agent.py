@@ -9,10 +9,11 @@ Settings from the program's own environment, as the graph-API agent's:
 - ``LANGGRAPH_DURABILITY``: ``exit``, ``async`` (LangGraph's default) or ``sync``;
 - ``WEBHOOK_URL``, ``WEBHOOK_TOKEN``: for the ``notify`` task.
 
-One thread per run (``thread_id`` = the run id). On start-up an unfinished thread is resumed
-the documented way (same ``thread_id``, ``None`` as input): the entrypoint runs again from
-its top, and each task whose result the checkpointer holds returns that result instead of
-running again. A thread with no checkpoint is started; a finished one is left.
+One thread per run (``thread_id`` = the run id). On start-up an unfinished thread (a step
+still to run, ``state.tasks``) is resumed the documented way (same ``thread_id``, ``None``
+as input): the entrypoint runs again from its top, and each task whose result the
+checkpointer holds returns that result instead of running again. A thread with no
+checkpoint is started; a finished one is left.
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ def main(notify: Any) -> None:
     for run_id, (order, recipients) in work().items():
         config: RunnableConfig = {"configurable": {"thread_id": run_id}}
         state = agent.get_state(config)
-        if state.next:  # a crash stopped it mid-way: resume from its last checkpoint
-            agent.invoke(None, config, durability=durability)
+        # unfinished: its last checkpoint has a step to run, or one whose tasks ran but whose
+        # own checkpoint was not saved (``state.next`` is empty then: every task has a result)
+        if state.tasks:
+            agent.invoke(None, config, durability=durability)  # resume from the checkpoint
         elif not state.values:  # not started (or, under "exit", nothing saved before a crash)
             agent.invoke(prompt(run_id, recipients, order), config, durability=durability)

@@ -11,8 +11,9 @@ as a service would:
 - ``WEBHOOK_URL``, ``WEBHOOK_TOKEN``: for the tool (``naive.py``, ``fixed.py``).
 
 One LangGraph thread per run (``thread_id`` = the run id). On start-up it looks at each
-run's thread: one a crash left unfinished is resumed the documented way (same
-``thread_id``, ``None`` as input), one with no checkpoint is started, a finished one is left.
+run's thread: one a crash left unfinished (a step still to run, ``state.tasks``) is resumed
+the documented way (same ``thread_id``, ``None`` as input), one with no checkpoint is
+started, a finished one is left.
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ def main(tools: Sequence[BaseTool]) -> None:
     for run_id, (order, recipients) in work().items():
         config: RunnableConfig = {"configurable": {"thread_id": run_id}}
         state = agent.get_state(config)
-        if state.next:  # a crash stopped it mid-way: resume from its last checkpoint
-            agent.invoke(None, config, durability=durability)
+        # unfinished: its last checkpoint has a step to run, or one whose tasks ran but whose
+        # own checkpoint was not saved (``state.next`` is empty then: every task has a result)
+        if state.tasks:
+            agent.invoke(None, config, durability=durability)  # resume from the checkpoint
         elif not state.values:  # not started (or, under "exit", nothing saved before a crash)
             task = HumanMessage(prompt(run_id, recipients, order))
             agent.invoke({"messages": [task]}, config, durability=durability)
