@@ -1,0 +1,1 @@
+"""Agents as they ship (LangGraph, ...), crashed through their own recovery; no LLM."""

@@ -1,0 +1,1 @@
+"""A LangGraph functional-API agent as it would ship: ``@entrypoint`` and ``@task``."""

@@ -1,0 +1,1 @@
+"""A LangGraph graph-API agent as it would ship: ``StateGraph`` + ``ToolNode``."""
