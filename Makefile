@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph,dbos,pydantic-ai]'
 	touch $(STAMP)
 
 certify: $(STAMP)

@@ -64,7 +64,8 @@ with ThreadPoolExecutor(1) as pool:
     pool.submit(
         saver.put, {}, {"updated_channels": ["branch:to:tools", "messages"]}, {"source": "loop"}, {}
     ).result()
-    pool.submit(saver.put_writes, {}, [("messages", 1)], "t1", ("~__pregel_pull", "tools")).result()
+    # LangGraph 1.x hands the task's path over joined, as a string
+    pool.submit(saver.put_writes, {}, [("messages", 1)], "t1", "~__pregel_pull, tools").result()
     pool.submit(saver.put, {}, {"updated_channels": ["messages"]}, {"source": "loop"}, {}).result()
     pool.submit(save, saver.conn).result()
 """

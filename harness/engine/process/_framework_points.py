@@ -42,7 +42,9 @@ def _langgraph(frame: FrameType) -> str | None:
     local: dict[str, Any] = frame.f_locals
     if code.co_name == "put_writes":
         path: Any = local.get("task_path") or ()
-        node = path[1] if len(path) > 1 and isinstance(path[1], str) else "task"
+        if isinstance(path, str):  # LangGraph 1.x joins it: "~__pregel_pull, NODE"
+            path = [part.strip() for part in path.split(",")]
+        node = path[1] if len(path) > 1 and isinstance(path[1], str) and path[1] else "task"
         return f"langgraph.writes.{_safe(node)}"
     checkpoint = local.get("checkpoint") or {}
     updated = [str(c) for c in checkpoint.get("updated_channels") or ()]

@@ -1,0 +1,1 @@
+"""A DBOS workflow as it ships: its step posts a webhook (see README.md)."""
