@@ -154,6 +154,32 @@ def test_the_tool_call_id_is_no_key_under_durability_exit(tmp_path: Path) -> Non
     assert "exactly_once_effect" in _broken(found), said
 
 
+def test_the_checkpointers_own_commit_is_a_crash_point_in_langgraphs_terms(tmp_path: Path) -> None:
+    """LangGraph saves the tools node's writes (the tool's result) from a thread of its own,
+    with no line of the agent on the stack: the harness names that commit by the node
+    (``langgraph.writes.tools``) and crashes there. Just before it the webhook is sent and its
+    result not yet durable: the resumed naive agent sends it again; just after it the result
+    is durable and nothing is repeated. The fixed agent holds at both."""
+    before, after = (
+        f"crash@{kind}_commit.langgraph.writes.tools#1" for kind in ("before", "after")
+    )
+    words = ["--case", before, "--case", after, "--determinism", "0"]
+    status, said, report = _harness(
+        tmp_path, "run", _toml("langgraph_graph", "naive", "sync"), *words
+    )
+    assert status == 1, said
+    verdicts = {c["id"]: c for c in report["cases"]}
+    assert verdicts[before]["verdict"] == "fail", said
+    assert "exactly_once_effect" in _broken(verdicts[before]), said
+    assert verdicts[after]["verdict"] == "pass", said
+    assert all(c["crash_fired"] for c in verdicts.values()), said
+    status, said, report = _harness(
+        tmp_path, "run", _toml("langgraph_graph", "fixed", "sync"), *words
+    )
+    assert status == 0, said
+    assert all(c["verdict"] == "pass" and c["crash_fired"] for c in report["cases"]), said
+
+
 # -- the whole sweeps ---------------------------------------------------------------------------
 
 
@@ -188,16 +214,24 @@ def test_the_naive_sweep_fails_at_every_send_the_receiver_accepted(
     if mode == "exit":
         second = {f"crash@before_send.{point}#{k}" for k in (2, 4)}
         assert all(cases[c]["verdict"] == "fail" for c in second), said
+    if api == "langgraph_graph" and mode == "sync":  # the checkpointer's window, by name
+        for k in (1, 2, 3, 4):
+            assert cases[f"crash@before_commit.langgraph.writes.tools#{k}"]["verdict"] == "fail"
+            assert cases[f"crash@after_commit.langgraph.writes.tools#{k}"]["verdict"] == "pass"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("api", APIS)
 def test_the_fixed_sweep_holds_everywhere(api: str, mode: str, tmp_path: Path) -> None:
-    status, said, cases = _sweep(tmp_path, _toml(api, "fixed", mode))
+    status, said, report = _harness(tmp_path, "sweep", _toml(api, "fixed", mode))
     assert status == 0, said
-    assert len(cases) == 13, said  # baseline, 4 sends x before/after, 4 accepted
-    assert all(c["verdict"] == "pass" for c in cases.values()), said
+    sweep = report["sweep"]
+    # the dry run, then every (point, hit): the tool's sends, the checkpointer's commits,
+    # the receiver's accepted webhooks
+    assert sweep["pairs_covered"] == sweep["pairs_expected"] > 13, sweep
+    assert len(report["cases"]) == 1 + sweep["pairs_expected"], said
+    assert all(c["verdict"] == "pass" for c in report["cases"]), said
 
 
 @pytest.mark.slow
