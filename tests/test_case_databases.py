@@ -288,3 +288,22 @@ def test_a_case_database_fills_its_templates_with_no_search_path() -> None:
     assert render("{db.url}", config) == "postgresql+psycopg://u:pw@h:5433/ch_baseline_a1b2c3"
     assert render("{db.dsn}", config) == "postgresql://u:pw@h:5433/ch_baseline_a1b2c3"
     assert render("{db.schema}", config) == "public"
+
+
+@pytest.mark.postgres
+def test_a_backup_restored_into_a_case_database_is_caught_replaying(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """restore_backup snapshots every schema of a case's own database and restores it: the
+    mutant that trusts its restored ledger resends, and is caught."""
+    proc = _harness(
+        [
+            *("run", "mutant-trusts-restored-ledger", "--db", pg_url),
+            *("--set", 'db_isolation="database"', "--report-dir", str(tmp_path / "r")),
+        ],
+        tmp_path,
+    )
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    assert "expected violation restore_no_replay was found" in out, out
+    assert _databases(pg_url, pid=proc.pid) == []
