@@ -3,7 +3,8 @@
 Every participant of a case (the harness, each worker process, an operator's tool) must
 open the database alike: on SQLite the WAL journal, a busy timeout and ``BEGIN IMMEDIATE``
 (``SQLITE_BEGIN``), so a reader never upgrades to a writer mid-transaction; on PostgreSQL
-the case's own schema on the search path. A worker gets its case's database as
+the case's own schema on the search path (or, with ``db_isolation = "database"``, the
+case's own database). A worker gets its case's database as
 ``config.db`` (a ``DatabaseTarget``): ``config.db.engine()`` is a SQLAlchemy engine set up
 that way, ``dbapi_connect(config.db)`` a plain DBAPI connection set up the same way (for a
 worker that runs many short transactions, as the reference ledger does).

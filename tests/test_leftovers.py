@@ -125,6 +125,10 @@ def _kill_mid_run(
         started = processes_with(marker)
         # the harness, its provider, the hung worker (and its pool child)
         assert len(started) >= at_least, started
+        # looked for while it lives: once it is dead, any run on the server (another test's)
+        # may sweep its schemas
+        if PG_URL:
+            assert _schemas_of(proc.pid), "the killed run left no case schema to sweep"
         proc.kill()  # SIGKILL: no clean-up of any kind runs
         proc.communicate(timeout=60)
         # what the harness started dies with it (a death signal), long before any sweep
@@ -137,8 +141,6 @@ def _kill_mid_run(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert _dirs_of(scratch, proc.pid), "the killed run left no work dir to sweep"
-    if PG_URL:
-        assert _schemas_of(proc.pid), "the killed run left no case schema to sweep"
     return proc.pid, scratch, env
 
 

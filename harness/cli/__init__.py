@@ -408,10 +408,7 @@ def certify(
         planned = cases if cases is not None else default_cases(system, names)
         validate_cases(system, planned, names)
         progress.plan(len(planned))
-        click.echo(
-            f"certify {system.name} · seed {settings.seed} · "
-            f"db {'postgresql' if url and url.startswith('postgresql') else 'sqlite'}"
-        )
+        click.echo(f"certify {system.name} · seed {settings.seed} · db {settings.database_shown}")
         if resumed is not None:
             plan, full = resumed.plan, resumed.full
             click.echo(

@@ -18,7 +18,8 @@ from harness.errors import ExitStatus
     "--db",
     "db_url",
     default=None,
-    help="Also drop the case schemas killed runs left in this PostgreSQL database.",
+    help="Also drop the case schemas killed runs left in this PostgreSQL database, and the"
+    " case databases they left on its server.",
 )
 @click.option(
     "--kept",
@@ -27,11 +28,12 @@ from harness.errors import ExitStatus
     " a live run's are never touched.",
 )
 def clean_cmd(*, db_url: str | None, kept: bool) -> None:
-    """Remove work dirs, cgroups, case schemas and processes of runs that are gone."""
+    """Remove work dirs, cgroups, case schemas and databases and processes of runs that are
+    gone."""
     from harness.cli._echo import format_bytes
     from harness.engine.process import _keeper, _tree
     from harness.engine.process.supervisor import CGROUP_PREFIX
-    from harness.engine.store import _db, _scratch
+    from harness.engine.store import _db, _pgdb, _scratch
     from harness.errors import BadInputError
 
     try:
@@ -57,6 +59,7 @@ def clean_cmd(*, db_url: str | None, kept: bool) -> None:
     for group in groups:
         click.echo(f"removed cgroup {group}")
     schemas: list[str] = []
+    databases: list[str] = []
     if db_url is not None:
         try:
             url = _db.normalise_url(db_url)
@@ -64,12 +67,15 @@ def clean_cmd(*, db_url: str | None, kept: bool) -> None:
                 raise BadInputError("--db: only a PostgreSQL database holds case schemas")
             _db.check_reachable(url)
             schemas = _db.sweep_stale_schemas(url)
+            databases = _pgdb.sweep_stale(url)
         except BadInputError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(ExitStatus.BAD_INPUT)
         for name in schemas:
             click.echo(f"dropped schema {name}")
-    if not (swept or removed or groups or schemas):
+        for name in databases:
+            click.echo(f"dropped database {name}")
+    if not (swept or removed or groups or schemas or databases):
         click.echo("nothing left behind")
     if not kept:
         left = _scratch.kept_dirs()

@@ -239,10 +239,9 @@ def _execute(
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep, set_words=set_words)
         mode = mode or scenario.mode
         progress.label = mode
-        kind = "postgresql" if (settings.db_url or "").startswith("postgresql") else "sqlite"
         click.echo(
             f"{mode} {scenario.name} · system {settings.system.name} · seed {settings.seed}"
-            f" · db {kind}"
+            f" · db {settings.database_shown}"
         )
         cases: list[CaseSpec]
         if only:

@@ -258,6 +258,17 @@ class CampaignSettings:
     provider_name: str | None = None
     #: the scenario's other providers, in its order (``harness.engine.plan._providers``)
     more_providers: tuple[ProviderSpec, ...] = ()
+    #: how a PostgreSQL case is kept apart (``[database] isolation``): ``schema``, a schema
+    #: of its own in the given database, or ``database``, a database of its own on its
+    #: server (for a worker that names ``public`` or a framework making its own schemas)
+    db_isolation: str = "schema"
+
+    @property
+    def database_shown(self) -> str:
+        """The campaign's database as its first console line says it."""
+        if not (self.db_url or "").startswith("postgresql"):
+            return "sqlite"
+        return "postgresql" if self.db_isolation == "schema" else "postgresql, a database per case"
 
     def provider_specs(self) -> list[ProviderSpec]:
         """Every provider of the campaign, the first (the ``provider_*`` fields) first."""

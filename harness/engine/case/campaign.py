@@ -1,11 +1,12 @@
 """Run a campaign: its providers up, then case after case through the case's stages.
 
 A case is a schedule of fault steps (or none: the baseline). Every case gets its own database
-(a SQLite file, or a PostgreSQL schema), its own shared clock and its own provider epoch, so
-cases never see each other's rows or effects, and any case can be replayed alone from its
-seed and id. Its life is a pipeline (``prepare``, ``run``, ``observe``, ``judge``,
-``record``, one module each); ``run_case`` only sequences them, and ``Campaign`` only keeps
-what every case shares (the providers, the supervisor) and runs cases through them.
+(a SQLite file, a PostgreSQL schema, or a PostgreSQL database of its own), its own shared
+clock and its own provider epoch, so cases never see each other's rows or effects, and any
+case can be replayed alone from its seed and id. Its life is a pipeline (``prepare``,
+``run``, ``observe``, ``judge``, ``record``, one module each); ``run_case`` only sequences
+them, and ``Campaign`` only keeps what every case shares (the providers, the supervisor) and
+runs cases through them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.plan.workload import Workload, build_workload
 from harness.engine.process.supervisor import Supervisor
 from harness.engine.results import CampaignResult, CampaignSettings, CaseResult
-from harness.engine.store import _db, _room, _scratch, _secrets
+from harness.engine.store import _db, _pgdb, _room, _scratch, _secrets
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.names import near_side_kind
@@ -71,6 +72,8 @@ class Campaign:
             _secrets.hand_out_url(settings.db_url)
         if settings.db_url is not None and settings.db_url.startswith("postgresql"):
             _db.check_reachable(settings.db_url)
+            if settings.db_isolation == "database":  # refused in one line, before any case
+                _pgdb.check_may_create(settings.db_url)
         if settings.system.templates is not None:  # a program's own settings, fillable here
             settings.system.templates.check_campaign(
                 database="postgresql"
@@ -101,11 +104,15 @@ class Campaign:
         self.provider_gone: str | None = None
 
     def __enter__(self) -> Campaign:
-        # what runs killed before they could clean up left behind (work dirs, case schemas)
+        # what runs killed before they could clean up left behind (work dirs, case schemas
+        # and case databases)
         _scratch.sweep_stale()
         if self.settings.db_url is not None and self.settings.db_url.startswith("postgresql"):
             _db.sweep_stale_schemas(self.settings.db_url)
+            _pgdb.sweep_stale(self.settings.db_url)
         try:
+            # the template database its cases were copied from goes with the campaign
+            self._stack.callback(_db.drop_templates, self.workdir)
             self._claim_sqlite()
             supports = self.settings.system.speaks
             for index, spec in enumerate(self.settings.provider_specs()):

@@ -86,7 +86,11 @@ def open_case(settings: CampaignSettings, case: CaseSpec, workdir: Path) -> Open
         shutil.rmtree(case_dir)
     case_dir.mkdir(parents=True)
     target = _db.new_target(
-        settings.db_url, workdir=case_dir, case_slug=case.slug, stem=settings.sqlite_stem
+        settings.db_url,
+        workdir=case_dir,
+        case_slug=case.slug,
+        stem=settings.sqlite_stem,
+        isolation=settings.db_isolation,
     )
     clock = SharedClock.create(
         str(case_dir / trace_store.CLOCK_FILE), start=start_for_seed(settings.seed)
@@ -117,7 +121,8 @@ def prepare_case(
     named = dict(providers) if providers else {first_name: provider}
     system = settings.system
     target, clock = opened.target, opened.clock
-    # A SQLite ledger is copied from a template made by the campaign's first case.
+    # A SQLite ledger (a case's own PostgreSQL database) is copied from a template made by
+    # the campaign's first case.
     _db.prepare_target(
         target,
         lambda engine: _build_ledger(system, workload, engine),

@@ -132,7 +132,7 @@ def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:
 
 def _given_ledger(settings: CampaignSettings, target: _db.DatabaseTarget) -> str | None:
     """The case's ledger file, when it is one the user named with ``--db`` (not a work dir's)."""
-    if settings.db_url is None or target.schema is not None:
+    if settings.db_url is None or target.kind != "sqlite":
         return None
     return make_url(target.url).database
 

@@ -37,6 +37,7 @@ SETTABLE: dict[str, str] = {
     "provider_faults": "a list of fault rules",
     "crash_scope": "worker or process",
     "credentials": " or ".join(CREDENTIAL_MODES),
+    "db_isolation": "schema or database",
 }
 
 
@@ -89,6 +90,9 @@ def check(field: str, value: Any, *, where: str = "--set ") -> Any:
     elif field == "crash_scope":
         if value not in ("worker", "process"):
             raise OverrideError(f"{where}{field}: expected worker or process, found {value!r}")
+    elif field == "db_isolation":
+        if value not in ("schema", "database"):
+            raise OverrideError(f"{where}{field}: expected {SETTABLE[field]}, found {value!r}")
     elif field == "credentials":
         if value not in CREDENTIAL_MODES:
             raise OverrideError(f"{where}{field}: expected {SETTABLE[field]}, found {value!r}")

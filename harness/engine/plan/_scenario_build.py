@@ -39,6 +39,7 @@ def build(source: ScenarioFile) -> Scenario:
     settle = _read_settle(source, worker.lifecycle)
     hold, violation = _read_expectation(source)
     command = read_command(source, meta, [s.name for s in providers.specs])
+    isolation = _read_database(source)
     first = providers.specs[0]
     return Scenario(
         path=source.path,
@@ -69,7 +70,21 @@ def build(source: ScenarioFile) -> Scenario:
         provider_name=first.name if providers.named else None,
         more_providers=providers.specs[1:],
         env=command.env,
+        db_isolation=isolation,
     )
+
+
+def _read_database(source: ScenarioFile) -> str:
+    """``[database] isolation``: how a PostgreSQL case is kept apart (``schema``)."""
+    isolation = source.tables.get("database", {}).get("isolation", "schema")
+    if isolation not in ("schema", "database"):
+        raise source.error(
+            "database",
+            "isolation",
+            f"expected schema (a schema per case in the given database) or database (a"
+            f" database per case on its server), got {isolation!r}",
+        )
+    return str(isolation)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "quiet_s": (int, float),
     },
     "expect": {"hold": (str, list), "violation": (str,)},
+    "database": {"isolation": (str,)},
 }
 _DAY = 86400.0
 #: every number a scenario may hold, declared once: (table, key) -> (lowest, whether the

@@ -73,6 +73,8 @@ class Scenario:
     #: for a ``cmd:`` system: its own environment variables, as templates
     #: (``harness.engine.plan._worker_env``: ``{db.url}``, ``{provider.NAME.url}``, ...)
     env: dict[str, str] = field(default_factory=dict)
+    #: ``[database] isolation``: a PostgreSQL case's own schema (``schema``) or database
+    db_isolation: str = "schema"
 
     def provider_names(self) -> list[str]:
         return [self.provider_name or self.provider_preset, *(p.name for p in self.more_providers)]
@@ -95,6 +97,7 @@ class Scenario:
             "lifecycle": self.lifecycle,
             "provider_name": self.provider_name,
             "more_providers": self.more_providers,
+            "db_isolation": self.db_isolation,
         }
 
     def build_system(self) -> System:

@@ -10,10 +10,12 @@ fills them in the forked child, just before it execs the program, from that work
 Placeholders (``{{`` and ``}}`` are literal braces):
 
 - ``{db.url}``: the case database's SQLAlchemy URL (PostgreSQL: with the case's schema as
-  ``options=-csearch_path=...``), ``{db.path}``: the SQLite file, ``{db.schema}``: the
-  PostgreSQL schema, ``{db.dsn}``: a PostgreSQL case's libpq URL (``postgresql://...``, the
-  schema in ``options``), which ``psycopg.connect``, ``asyncpg`` and ``psql`` take where they
-  refuse SQLAlchemy's ``postgresql+psycopg://``;
+  ``options=-csearch_path=...``; with a database per case, ``db_isolation = "database"``,
+  that database's URL and no option), ``{db.path}``: the SQLite file, ``{db.schema}``: the
+  PostgreSQL schema (``public`` in a database of the case's own), ``{db.dsn}``: a PostgreSQL
+  case's libpq URL (``postgresql://...``, the schema in ``options``), which
+  ``psycopg.connect``, ``asyncpg`` and ``psql`` take where they refuse SQLAlchemy's
+  ``postgresql+psycopg://``;
 - ``{provider.NAME.url}`` (the base URL, with the case's epoch in its path), ``.host``,
   ``.port``, ``.smtp_port`` (preset ``smtp``), ``.preset``, ``.credential_id``, and
   ``.credential``, the secret; ``{provider.url}`` and so on name the first provider;
@@ -177,8 +179,8 @@ def _dsn(config: WorkerConfig) -> str:
 
 def case_key(config: WorkerConfig) -> str:
     """``{case.key}``: the case id made fit for a queue or table name, and made this run's own
-    by a digest of the case's database (a file in this run's work dir, or this run's
-    schema), which no other run shares."""
+    by a digest of the case's database (a file in this run's work dir, this run's schema or
+    this run's database), which no other run shares."""
     slug = re.sub(r"[^a-z0-9]+", "_", config.case_id.lower()).strip("_")[:32]
     where = f"{config.case_id}\0{config.db.url}\0{config.db.schema or ''}"
     digest = hashlib.sha256(where.encode()).hexdigest()[:12]
@@ -199,6 +201,8 @@ def value(name: str, config: WorkerConfig) -> str:
 
         return make_url(config.db.url).database or ""
     if name == "db.schema":
+        if config.db.schema is None and config.db.kind == "postgresql":
+            return "public"  # a database of the case's own: its tables are in public
         if config.db.schema is None:
             raise TemplateError(
                 "{db.schema} is a PostgreSQL schema; this case's database is SQLite"

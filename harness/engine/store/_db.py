@@ -3,13 +3,16 @@
 SQLite needs care to behave under concurrent writers and SIGKILL: WAL journal, a busy
 timeout, and ``BEGIN IMMEDIATE`` so a reader never has to upgrade to a writer mid-transaction
 (pysqlite's own transaction handling is switched off, as SQLAlchemy's docs recommend).
-PostgreSQL cases each get their own schema, so parallel cases never see each other's rows.
+PostgreSQL cases each get their own schema, so parallel cases never see each other's rows;
+with ``db_isolation = "database"`` each gets a database of its own instead, for a worker that
+names ``public`` or a framework that makes schemas of its own (``new_target``).
 
 Each process keeps one engine per target (``DatabaseTarget.engine``). The harness makes it
 while it sets the case up, so a forked worker inherits an engine whose dialect is already
 initialised, and gives it a fresh, empty pool before its first connection: no connection
 ever crosses a fork, and no worker pays for building an engine. A case's SQLite ledger is
-copied from a template made once per campaign (``prepare_target``), not rebuilt per case.
+copied from a template made once per campaign (``prepare_target``), not rebuilt per case;
+a case's own PostgreSQL database is made the same way, ``CREATE DATABASE ... TEMPLATE``.
 """
 
 from __future__ import annotations
@@ -31,18 +34,31 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from harness.engine.store import _owner, _secrets
+from harness.engine.store import _owner, _pgdb, _secrets
 from harness.errors import BadInputError, DatabaseUnreachableError
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
+#: how a PostgreSQL case is kept apart from every other: a schema of its own in the given
+#: database (the default), or a database of its own on the given server
+ISOLATIONS = ("schema", "database")
+
 
 @dataclass(frozen=True)
 class DatabaseTarget:
-    """Where one case's ledger lives: a SQLite file, or a schema in a PostgreSQL database."""
+    """Where one case's ledger lives: a SQLite file, a schema in a PostgreSQL database, or a
+    PostgreSQL database of its own (``server_url`` set)."""
 
     url: str
     schema: str | None = None
+    #: with a database of its own per case: the URL given (``--db``), through which the
+    #: case's database (``url``) is made and dropped; None for a schema or a SQLite file
+    server_url: str | None = None
+
+    @property
+    def own_database(self) -> str | None:
+        """The name of the case's own PostgreSQL database, if it has one."""
+        return None if self.server_url is None else make_url(self.url).database
 
     @property
     def kind(self) -> str:
@@ -336,10 +352,20 @@ def _holder(fd: int) -> str:
 
 
 def new_target(
-    base_url: str | None, *, workdir: Path, case_slug: str, stem: Path | None = None
+    base_url: str | None,
+    *,
+    workdir: Path,
+    case_slug: str,
+    stem: Path | None = None,
+    isolation: str = "schema",
 ) -> DatabaseTarget:
     """A fresh, empty ledger for one case (with a ``--db`` SQLite file: named after ``stem``,
-    the run's ``SqliteClaim``, or else after the file itself)."""
+    the run's ``SqliteClaim``, or else after the file itself).
+
+    On PostgreSQL, ``isolation`` "schema" makes a schema in the given database; "database"
+    names a database of its own on the same server, which ``prepare_target`` makes (from the
+    campaign's template): nothing exists on the server until then, and ``drop_target``
+    drops it whether or not it was made. SQLite cases have a file each either way."""
     if base_url is None or base_url.startswith("sqlite"):
         if base_url is None:
             path = workdir / f"{case_slug}.sqlite"
@@ -357,6 +383,10 @@ def new_target(
     # PostgreSQL keeps 63 bytes of a name: shorten the slug, never the random part (a long
     # case id cut to the same prefix twice would collide with a schema kept for forensics).
     schema = f"ch_{case_slug[:53]}_{secrets.token_hex(3)}"
+    if isolation == "database":
+        return DatabaseTarget(url=_pgdb.on_database(base_url, schema), server_url=base_url)
+    if isolation != "schema":
+        raise BadInputError(f"db_isolation: expected one of {', '.join(ISOLATIONS)}")
     engine = open_engine(base_url)
     try:
         with engine.begin() as conn:
@@ -402,8 +432,14 @@ def sweep_stale_schemas(url: str) -> list[str]:
 
 
 def drop_target(target: DatabaseTarget) -> None:
-    """Remove a PostgreSQL case schema; SQLite files stay in the work dir for forensics."""
+    """Remove a PostgreSQL case schema, or a case's own database (its connections ended
+    first: a worker's leftover process may still hold one); SQLite files stay in the work
+    dir for forensics."""
     _forget_engine(target.url, target.schema)
+    own = target.own_database
+    if own is not None and target.server_url is not None:
+        _pgdb.drop(target.server_url, own)
+        return
     if target.schema is None:
         return
     engine = open_engine(target.url)
@@ -422,14 +458,22 @@ def prepare_target(
     For SQLite with a ``template`` path, the first call runs ``prepare`` and keeps a copy of
     the result there; later calls with the same path copy that file instead (a plain file
     copy of a closed database holding exactly what ``prepare`` made). The caller names the
-    template after everything ``prepare`` depends on. Either way the target's engine is left
-    initialised and without connections, ready to be inherited by forked workers.
+    template after everything ``prepare`` depends on. A case's own PostgreSQL database is
+    made here, the same way: with a ``template`` path, the first call makes a template
+    database and runs ``prepare`` in it, and every case's database is a copy of it (``CREATE
+    DATABASE ... TEMPLATE``, dropped by ``drop_templates``); without one, an empty database
+    and ``prepare``. Either way the target's engine is left initialised and without
+    connections, ready to be inherited by forked workers.
     """
+    if target.server_url is not None:
+        _make_own_database(target, prepare, template)
     engine = target.engine()
     try:
         # parsed here, so a forked worker finds the URL parsed already (see ``_parsed``)
-        path = _parsed(target.url).database if target.schema is None else None
-        if template is not None and path and template.exists():
+        path = _parsed(target.url).database if target.kind == "sqlite" else None
+        if target.server_url is not None:
+            pass  # made and prepared above
+        elif template is not None and path and template.exists():
             shutil.copyfile(template, path)
         else:
             prepare(engine)
@@ -444,6 +488,64 @@ def prepare_target(
         engine.dispose()  # never fork with open connections
 
 
+@dataclass(frozen=True)
+class _Template:
+    """A campaign's prepared template database: who made it, on which server, its name."""
+
+    pid: int
+    server_url: str
+    name: str
+
+
+#: template path (``prepare_target``'s ``template``) -> the database made for it
+_TEMPLATES: dict[Path, _Template] = {}
+
+
+def _make_own_database(
+    target: DatabaseTarget, prepare: Callable[[Engine], None], template: Path | None
+) -> None:
+    """Make a case's own database: a copy of the campaign's template database (made, and
+    ``prepare`` run in it, on the first call for ``template``), or empty and prepared."""
+    server, name = target.server_url, target.own_database
+    assert server is not None
+    assert name is not None
+    if template is None:
+        _pgdb.create(server, name)
+        engine = target.engine()
+        try:
+            prepare(engine)
+        finally:
+            engine.dispose()
+        return
+    made = _TEMPLATES.get(template)
+    if made is None or made.pid != os.getpid() or made.server_url != server:
+        made = _Template(os.getpid(), server, f"ch_template_{secrets.token_hex(4)}")
+        _pgdb.create(server, made.name)
+        try:
+            engine = open_engine(_pgdb.on_database(server, made.name))
+            try:
+                prepare(engine)
+            finally:
+                engine.dispose()  # CREATE DATABASE copies only a template nobody is on
+        except BaseException:
+            _pgdb.drop(server, made.name)
+            raise
+        _TEMPLATES[template] = made
+    _pgdb.create(server, name, template=made.name)
+
+
+def drop_templates(workdir: Path) -> list[str]:
+    """Drop the template databases this process made for the campaign in ``workdir`` (a
+    forked job's are its own: another work dir, another pid); returns their names."""
+    dropped = []
+    for path, made in list(_TEMPLATES.items()):
+        if path.is_relative_to(workdir) and made.pid == os.getpid():
+            del _TEMPLATES[path]
+            _pgdb.drop(made.server_url, made.name)
+            dropped.append(made.name)
+    return dropped
+
+
 def _sqlite_copy(source: str, dest: str) -> None:
     """A consistent copy of a SQLite database, whatever its WAL holds (the backup API)."""
     import sqlite3
@@ -455,8 +557,12 @@ def _sqlite_copy(source: str, dest: str) -> None:
 
 
 def snapshot(target: DatabaseTarget, name: str) -> str:
-    """Copy the whole ledger aside (a "backup"); returns a handle for ``restore``."""
-    if target.schema is None:
+    """Copy the whole ledger aside (a "backup"); returns a handle for ``restore``.
+
+    A PostgreSQL case's tables are copied into snapshot schemas beside them: its schema's,
+    or with a database of its own every schema in it that holds tables (``public``, a
+    framework's own), each into a schema of its own."""
+    if target.kind == "sqlite":
         import sqlite3
 
         path = make_url(target.url).database
@@ -467,28 +573,36 @@ def snapshot(target: DatabaseTarget, name: str) -> str:
         src.close()
         dst.close()
         return snap
-    # within PostgreSQL's 63 bytes, and never the case's own name cut short
-    snap_schema = f"{target.schema[:40]}_{name[:12]}_{secrets.token_hex(3)}"
+    token = secrets.token_hex(3)
     engine = open_engine(target.url)
+    pairs: list[tuple[str, str]] = []
     try:
         with engine.begin() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{snap_schema}"'))
-            _tag_schema(conn, snap_schema)
-            for table in _tables(conn, target.schema):
-                conn.execute(
-                    text(
-                        f'CREATE TABLE "{snap_schema}"."{table}" AS '
-                        f'TABLE "{target.schema}"."{table}"'
+            if target.schema is not None:
+                # within PostgreSQL's 63 bytes, and never the case's own name cut short
+                pairs = [(target.schema, f"{target.schema[:40]}_{name[:12]}_{token}")]
+            else:
+                pairs = [
+                    (schema, f"ch_snap_{name[:12]}_{token}_{i}")
+                    for i, schema in enumerate(_schemas_with_tables(conn))
+                ]
+            for source, snap_schema in pairs:
+                conn.execute(text(f'CREATE SCHEMA "{snap_schema}"'))
+                _tag_schema(conn, snap_schema)
+                for table in _tables(conn, source):
+                    conn.execute(
+                        text(
+                            f'CREATE TABLE "{snap_schema}"."{table}" AS TABLE "{source}"."{table}"'
+                        )
                     )
-                )
     finally:
         engine.dispose()
-    return snap_schema
+    return ";".join(f"{source}={snap_schema}" for source, snap_schema in pairs)
 
 
 def restore(target: DatabaseTarget, handle: str) -> None:
     """Put the ledger back exactly as ``snapshot`` found it (no worker may be running)."""
-    if target.schema is None:
+    if target.kind == "sqlite":
         import sqlite3
 
         path = make_url(target.url).database
@@ -498,35 +612,59 @@ def restore(target: DatabaseTarget, handle: str) -> None:
         src.close()
         dst.close()
         return
+    pairs = [tuple(pair.split("=", 1)) for pair in handle.split(";") if pair]
     engine = open_engine(target.url)
     try:
         with engine.begin() as conn:
-            for table in _tables(conn, target.schema):
-                conn.execute(text(f'TRUNCATE "{target.schema}"."{table}"'))
+            tables = [
+                (source, snap_schema, table)
+                for source, snap_schema in pairs
+                for table in _tables(conn, snap_schema)
+            ]
+            if tables:  # one statement: rows that refer to each other go together
+                listed = ", ".join(f'"{source}"."{table}"' for source, _, table in tables)
+                conn.execute(text(f"TRUNCATE {listed}"))
+            for source, snap_schema, table in tables:
                 conn.execute(
                     text(
-                        f'INSERT INTO "{target.schema}"."{table}" '
-                        f'SELECT * FROM "{handle}"."{table}"'
+                        f'INSERT INTO "{source}"."{table}" SELECT * FROM "{snap_schema}"."{table}"'
                     )
                 )
-            # serial columns must not hand out ids the restored rows already use
-            for table, column in conn.execute(
-                text(
-                    "SELECT table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = :s AND column_default LIKE 'nextval%'"
-                ),
-                {"s": target.schema},
-            ):
-                conn.execute(
-                    text(
-                        f'SELECT setval(pg_get_serial_sequence(\'"{target.schema}"."{table}"\','
-                        f" '{column}'), COALESCE((SELECT max({column}) FROM "
-                        f'"{target.schema}"."{table}"), 0) + 1, false)'
-                    )
-                )
-            conn.execute(text(f'DROP SCHEMA "{handle}" CASCADE'))
+            for source, snap_schema in pairs:
+                _reset_serials(conn, source)
+                conn.execute(text(f'DROP SCHEMA "{snap_schema}" CASCADE'))
     finally:
         engine.dispose()
+
+
+def _reset_serials(conn: Any, schema: str) -> None:
+    """Serial columns must not hand out ids the restored rows already use."""
+    for table, column in conn.execute(
+        text(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = :s AND column_default LIKE 'nextval%'"
+        ),
+        {"s": schema},
+    ).all():
+        conn.execute(
+            text(
+                f'SELECT setval(pg_get_serial_sequence(\'"{schema}"."{table}"\','
+                f" '{column}'), COALESCE((SELECT max({column}) FROM "
+                f'"{schema}"."{table}"), 0) + 1, false)'
+            )
+        )
+
+
+def _schemas_with_tables(conn: Any) -> list[str]:
+    """A case database's own schemas that hold tables (not the catalog's, not snapshots)."""
+    rows = conn.execute(
+        text(
+            "SELECT DISTINCT schemaname FROM pg_tables WHERE schemaname NOT IN"
+            " ('pg_catalog', 'information_schema') AND schemaname NOT LIKE 'ch\\_snap\\_%'"
+            " ORDER BY schemaname"
+        )
+    )
+    return [r[0] for r in rows]
 
 
 def _tables(conn: Any, schema: str) -> list[str]:
