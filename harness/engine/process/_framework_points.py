@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 #: how many frames out from the commit a namer looks for its framework's frame
-_DEPTH = 12
+_DEPTH = 30
 _LANGGRAPH_CHECKPOINT = f"{os.sep}langgraph{os.sep}checkpoint{os.sep}"
 _BRANCH = "branch:to:"
 
@@ -57,8 +57,28 @@ def _langgraph(frame: FrameType) -> str | None:
     return "langgraph.checkpoint.before_" + "+".join(_safe(n) for n in nexts)
 
 
+_DBOS_CORE = f"{os.sep}dbos{os.sep}_core.py"
+
+
+def _dbos(frame: FrameType) -> str | None:
+    """DBOS recording a step's output (``dbos.step_output.STEP``: after it, a recovered
+    workflow replays the step instead of running it) or looking one up
+    (``dbos.step_check.STEP``), where no line of the program is on the stack (an async
+    step's thread, a tool a framework runs in a worker thread). The rest stays unnamed and
+    listed: DBOS's background pollers (how often they commit is the wall clock's, not the
+    program's), and its workflow bookkeeping, which no frame here tells apart."""
+    code = frame.f_code
+    if not code.co_filename.endswith(_DBOS_CORE):
+        return None
+    if code.co_name in ("record_step_result", "check_existing_result"):
+        step = frame.f_locals.get("step_name")
+        kind = "step_output" if code.co_name == "record_step_result" else "step_check"
+        return f"dbos.{kind}.{_safe(str(step).rsplit('.', 1)[-1])}" if step else None
+    return None
+
+
 #: every namer, tried in turn on each frame out from the commit
-NAMERS: tuple[Callable[[FrameType], str | None], ...] = (_langgraph,)
+NAMERS: tuple[Callable[[FrameType], str | None], ...] = (_langgraph, _dbos)
 
 
 def name_of(frame: FrameType | None) -> str | None:

@@ -61,6 +61,9 @@ DURATIONS = frozenset(
 MACHINE = frozenset(
     {"pid", "workdir", "stderr_tail", "stack_dump", "point_targets", "trace", "traces", "seq_base"}
 )
+#: keys a library's own threads decide (how often its pollers committed while the case ran,
+#: never named, never crashed): set aside whole, present or not
+LIBRARY_DECIDED = frozenset({"unnamed_points", "unnamed_seen"})
 #: keys that hold a provider's log number: content only as an offset from the case's first
 #: record (``seq_base``), since the number counts every earlier case's records, a race's too
 SEQ_KEYS = frozenset({"seq", "effects_seq", "repeats"})
@@ -177,7 +180,7 @@ def _aside(value: Any, key: str = "") -> Any:
             value = {**value, "timeline": _case_seqs(by_lane)}
         for path in measured:
             value = _set_paths(value, str(path).split("."))
-        return {k: _aside(v, k) for k, v in value.items()}
+        return {k: _aside(v, k) for k, v in value.items() if k not in LIBRARY_DECIDED}
     if isinstance(value, list):
         return [_aside(v) for v in value]
     if isinstance(value, str) and not value.startswith("<measured: "):
