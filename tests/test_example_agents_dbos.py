@@ -182,8 +182,9 @@ def test_every_discovered_point_is_swept(example: Path, stem: str, tmp_path: Pat
     """The whole sweep of each scenario: naive fails on exactly_once_effect at the after-send
     point and the far-side points and nowhere before a send of the workflow example; fixed
     passes every case. The discovered commits are the program's own calls into DBOS (launch,
-    status, start); DBOS's commit of a step's output is a point only where the step runs on a
-    thread with the workflow's own frames (the sync workflow), not from the agent's steps."""
+    status, start); DBOS's commit of a step's output is named by the program's line where the
+    step runs on a thread with the workflow's own frames (the sync workflow), and in DBOS's
+    own terms (``dbos.step_output.STEP``) where it runs on a thread of its own (the agent)."""
     if example == AGENT:
         _needs_pydantic_ai()
     status, said, report = _harness(tmp_path, "sweep", str(example / f"{stem}.toml"))
@@ -191,11 +192,17 @@ def test_every_discovered_point_is_swept(example: Path, stem: str, tmp_path: Pat
     points = _discovered(said)
     assert {f"before_send.{send}", f"after_send.{send}"} <= points, said
     inside = _workflow_lines(example / f"{stem}.py")
-    step_commits = {p for p in points if "commit" in p and int(p.rsplit(".", 1)[1]) in inside}
+    step_commits = {
+        p
+        for p in points
+        if "commit" in p and p.rsplit(".", 1)[1].isdigit() and int(p.rsplit(".", 1)[1]) in inside
+    }
     if example == WORKFLOW:
         assert step_commits, said  # DBOS's step-output commits, from the workflow's thread
     else:
         assert not step_commits, said  # the agent's steps commit from threads of their own
+        # ... which the harness names in DBOS's terms: the model request's recorded output
+        assert "after_commit.dbos.step_output.request" in points, said
     broken = _broken(report)
     assert all(c["verdict"] in ("pass", "fail") for c in report["cases"]), said
     if stem == "fixed":
