@@ -271,11 +271,17 @@ def test_certify_plans_the_far_side_point_of_each_provider() -> None:
 #: a worker with no harness in it: standard library only, reading the settings the harness
 #: puts in its environment, posting one message and waiting for the answer
 _PLAIN_WORKER = """
-import json, os, urllib.request
+import json, os, sqlite3, urllib.request
 config = json.loads(os.environ["CRASH_HARNESS_WORKER"])
+# one of the intended deliveries, read from the intake tables
+db = sqlite3.connect(config["db_url"].removeprefix("sqlite:///"))
+run_id, destination = db.execute(
+    "SELECT r.run_id, d.destination FROM run_requests r JOIN roster d ON d.topic = r.topic"
+    " ORDER BY 1, 2"
+).fetchone()
 request = urllib.request.Request(
     config["provider_url"].rstrip("/") + "/v1/messages",
-    data=json.dumps({"destination": "acct_1", "run_id": "plain", "delivery_id": "d1",
+    data=json.dumps({"destination": destination, "run_id": run_id, "delivery_id": "d1",
                      "body": "hello"}).encode(),
     headers={"Authorization": "Bearer " + os.environ["CRASH_HARNESS_PROVIDER_SECRET"],
              "Idempotency-Key": "plain-d1", "Content-Type": "application/json"},

@@ -37,7 +37,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "clean": (
         "harness.cli.clean",
         "clean_cmd",
-        "Remove work dirs, cgroups, case schemas and processes of...",
+        "Remove work dirs, cgroups, case schemas and databases and...",
     ),
     "completion": (
         "harness.cli._complete",

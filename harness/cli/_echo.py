@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from harness.cli import _style
-from harness.engine.store import _secrets
 from harness.names import near_side_kind
 
 __all__ = [
@@ -69,7 +68,7 @@ def echo_discovered(
         for name in found:
             # a target's path may hold a secret the harness handed out (a Slack
             # webhook's URL): masked, as in every report
-            said = [_secrets.scrub(t) for t in targets.get(name) or ["?"]]
+            said = [_scrub(t) for t in targets.get(name) or ["?"]]
             more = f" (+{len(said) - 1} more)" if len(said) > 1 else ""
             click.echo(f"  {name:<{width}}  x{reached.get(name, 0):<3} {said[0]}{more}")
     if unnamed:
@@ -118,3 +117,11 @@ def format_bytes(count: int) -> str:
             return f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"
+
+
+def _scrub(text: str) -> str:
+    """A target as it may be printed (a webhook URL's secret masked); imported here, not at
+    the top: ``--version`` and ``--help`` load no provider code."""
+    from harness.engine.store import _secrets
+
+    return _secrets.scrub(text)
