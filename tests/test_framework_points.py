@@ -61,6 +61,7 @@ def save(conn):
 #: the agent: every durable write is handed to a pool, as LangGraph's loop does
 AGENT = """\
 import sys
+from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, sys.argv[1])
@@ -78,6 +79,14 @@ with ThreadPoolExecutor(1) as pool:
     # LangGraph 1.x hands the task's path over joined, as a string
     pool.submit(saver.put_writes, {}, [("messages", 1)], "t1", "~__pregel_pull, tools").result()
     pool.submit(saver.put, {}, {"updated_channels": ["messages"]}, {"source": "loop"}, {}).result()
+    # create_react_agent's shape: each tool call sent to the tools node (Send), its task
+    # named by its index, its writes the tool's message
+    sends = {"__pregel_tasks": [SimpleNamespace(node="tools")]}
+    sent = {"updated_channels": ["__pregel_tasks", "messages"], "channel_values": sends}
+    pool.submit(saver.put, {}, sent, {"source": "loop"}, {}).result()
+    reply = [SimpleNamespace(tool_call_id="call_1", name="send_email")]
+    push = "~__pregel_push, 0000000000, 0000000000"
+    pool.submit(saver.put_writes, {}, [("messages", reply)], "t2", push).result()
     pool.submit(invoke_step, saver.conn, "pkg.module.notify").result()
     pool.submit(save, saver.conn).result()
 """
@@ -129,11 +138,13 @@ def test_a_frameworks_commits_on_its_own_threads_are_points_in_its_terms(tmp_pat
     assert outcome.kind is OutcomeKind.COMPLETED, outcome.stderr_tail
     hits = [e.boundary for e in events if e.boundary is not None and e.boundary[0] == "a"]
     assert hits == [
-        "after_commit.agent.9",  # the saver made in the agent's own line: its call site
+        "after_commit.agent.10",  # the saver made in the agent's own line: its call site
         "after_commit.langgraph.checkpoint.input",
         "after_commit.langgraph.checkpoint.before_tools",
         "after_commit.langgraph.writes.tools",
         "after_commit.langgraph.checkpoint.end",
+        "after_commit.langgraph.checkpoint.before_tools",
+        "after_commit.langgraph.writes.tool_send_email",
         "after_commit.dbos.step_output.notify",
     ], hits
     # the library no namer knows: seen, counted, and no point

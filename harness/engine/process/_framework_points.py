@@ -25,6 +25,8 @@ from typing import Any
 _DEPTH = 30
 _LANGGRAPH_CHECKPOINT = f"{os.sep}langgraph{os.sep}checkpoint{os.sep}"
 _BRANCH = "branch:to:"
+#: the channel of tasks sent to a node (``Send``)
+_SENDS = "__pregel_tasks"
 
 
 def _safe(text: str) -> str:
@@ -32,10 +34,22 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", text) or "_"
 
 
+def _tool_names(writes: Any) -> list[str]:
+    """The tools whose results a task's writes hold (their ``ToolMessage``s)."""
+    names: set[str] = set()
+    for _channel, value in writes or ():
+        for item in value if isinstance(value, list) else [value]:
+            if getattr(item, "tool_call_id", None) is not None:
+                names.add(str(getattr(item, "name", None) or "tool"))
+    return sorted(names)
+
+
 def _langgraph(frame: FrameType) -> str | None:
     """A checkpointer's ``put`` (``langgraph.checkpoint.before_NODE``: the checkpoint taken
     before NODE runs, ``.input`` for the run's input, ``.end`` for its last) or
-    ``put_writes`` (``langgraph.writes.NODE``: what NODE wrote, its tool results among them)."""
+    ``put_writes`` (``langgraph.writes.NODE``: what NODE wrote, its tool results among them;
+    a task sent to a node with ``Send``, as ``create_react_agent`` sends each tool call, is
+    named by the tools whose results it wrote: ``langgraph.writes.tool_NAME``)."""
     code = frame.f_code
     if code.co_name not in ("put", "put_writes") or _LANGGRAPH_CHECKPOINT not in code.co_filename:
         return None
@@ -44,17 +58,23 @@ def _langgraph(frame: FrameType) -> str | None:
         path: Any = local.get("task_path") or ()
         if isinstance(path, str):  # LangGraph 1.x joins it: "~__pregel_pull, NODE"
             path = [part.strip() for part in path.split(",")]
-        node = path[1] if len(path) > 1 and isinstance(path[1], str) and path[1] else "task"
-        return f"langgraph.writes.{_safe(node)}"
+        node = path[1] if len(path) > 1 and isinstance(path[1], str) else ""
+        if node and not node.isdigit():
+            return f"langgraph.writes.{_safe(node)}"
+        tools = _tool_names(local.get("writes"))
+        return "langgraph.writes." + ("+".join(f"tool_{_safe(n)}" for n in tools) or "task")
     checkpoint = local.get("checkpoint") or {}
     updated = [str(c) for c in checkpoint.get("updated_channels") or ()]
     metadata = local.get("metadata") or {}
-    nexts = sorted(c[len(_BRANCH) :] for c in updated if c.startswith(_BRANCH))
+    nexts = {c[len(_BRANCH) :] for c in updated if c.startswith(_BRANCH)}
+    if _SENDS in updated:  # nodes a task was sent to (``Send``), as tool calls are
+        sent = (checkpoint.get("channel_values") or {}).get(_SENDS) or ()
+        nexts.update(str(s.node) for s in sent if getattr(s, "node", None))
     if metadata.get("source") == "input":
         return "langgraph.checkpoint.input"
     if not nexts:
         return "langgraph.checkpoint.end"
-    return "langgraph.checkpoint.before_" + "+".join(_safe(n) for n in nexts)
+    return "langgraph.checkpoint.before_" + "+".join(_safe(n) for n in sorted(nexts))
 
 
 _DBOS_CORE = f"{os.sep}dbos{os.sep}_core.py"
