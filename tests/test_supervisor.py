@@ -224,3 +224,40 @@ def test_worker_dies_with_a_killed_harness(tmp_path: Path) -> None:
     ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
     os.close(fd)
     assert ready, f"worker {worker_pid} outlived its harness"
+
+
+def test_a_spawn_is_traced_before_the_hits_of_a_child_that_ran_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy machine the child can run, and trace its first hits, before the harness is
+    scheduled again after the fork: the spawn line still comes first on the worker's lane
+    (it is stamped with when the fork began), so two runs of one seed order the lane alike.
+    The harness here waits, after its fork, until the child has traced its hit."""
+    from harness.engine.process import _start
+
+    traced_r, traced_w = os.pipe()
+    real_fork = _start.fork_worker
+
+    def late_parent(*args: object, **kwargs: object) -> _start.Forked:
+        forked = real_fork(*args, **kwargs)  # type: ignore[arg-type]
+        if forked.pid != 0:
+            os.close(traced_w)
+            assert os.read(traced_r, 1) == b"x", "the child ended before it traced its hit"
+        return forked
+
+    def hits_then_says_so() -> None:
+        boundary("a")
+        os.write(traced_w, b"x")
+
+    monkeypatch.setattr(_start, "fork_worker", late_parent)
+    trace = tmp_path / "trace.jsonl"
+    try:
+        with Supervisor(workdir=tmp_path) as sup:
+            w = sup.start("w1", hits_then_says_so, trace_path=trace)
+            out = sup.wait(w, timeout_s=30, trace_path=trace)
+    finally:
+        os.close(traced_r)
+    assert out.kind is OutcomeKind.COMPLETED, out
+    lines = [e for e in trace_store.read(trace) if e.worker == "w1"]
+    kinds = [e.event for e in sorted(lines, key=lambda e: e.t)]
+    assert kinds[:2] == ["spawn", "hit"], kinds

@@ -216,6 +216,10 @@ class Supervisor:
             hooks=hooks,
         )
         run_worker = self._worker_side(spec, cgroup, harness_ends=(events_r, control_w))
+        # read before the fork: on a busy machine the child can run and trace its first
+        # hits before this process is scheduled again, and a spawn after its own hits
+        # would reorder the worker's lane between two runs of one seed
+        born = time.time()
         try:
             forked = _start.fork_worker(
                 run_worker, cgroup=cgroup, walled=walled, workdir=self.workdir, logdir=logdir
@@ -230,7 +234,9 @@ class Supervisor:
             self.births[forked.birth] += 1
         os.close(events_w)
         os.close(control_r)
-        return self._enlist(spec, forked, cgroup, events_fd=events_r, control_fd=control_w)
+        return self._enlist(
+            spec, forked, cgroup, born=born, events_fd=events_r, control_fd=control_w
+        )
 
     def _worker_cgroup(self, name: str) -> str | None:
         """A new cgroup for the next worker under the campaign's (None in walk mode); the
@@ -274,6 +280,7 @@ class Supervisor:
         forked: _start.Forked,
         cgroup: str | None,
         *,
+        born: float,
         events_fd: int,
         control_fd: int,
     ) -> RunningWorker:
@@ -288,7 +295,7 @@ class Supervisor:
         worker = RunningWorker(
             spec.name,
             pid,
-            time.time(),
+            born,
             spec.stderr_path,
             spec.arms,
             events_fd=events_fd,
@@ -303,6 +310,7 @@ class Supervisor:
             event="spawn",
             worker=spec.name,
             pid=pid,
+            at=born,
             arms=[a.to_json() for a in spec.arms],
         )
         return worker

@@ -70,13 +70,16 @@ def append(
     pid: int,
     boundary: str | None = None,
     hit: int | None = None,
+    at: float | None = None,
     **detail: Any,
 ) -> None:
     """Record a supervisor event on the same file the workers write to. ``boundary`` and
     ``hit`` (a crash at a far-side point the harness itself caused) are written where a
-    worker's boundary line has them, so every reader counts them alike."""
+    worker's boundary line has them, so every reader counts them alike. ``at`` is when the
+    event began, when that was before the line could be written (a spawn: the child may run
+    and trace its own hits before its parent is scheduled again)."""
     line: dict[str, Any] = {
-        "t": time.time(),
+        "t": time.time() if at is None else at,
         "event": event,
         "worker": worker,
         "pid": pid,
