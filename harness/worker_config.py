@@ -101,7 +101,7 @@ class WorkerConfig:
     #: empty: the
     #: one credential above (``credential_id``, scope ``destination_scope``) for everything
     credentials: tuple[Credential, ...] = ()
-    #: the case's libfaketime offset file (``[worker] fake_time``): an exec'd worker and the
+    #: the case's clock offset file (``[worker] fake_time``): an exec'd worker and the
     #: settle hooks tell the time by it; None: real wall time
     fake_time_file: str | None = None
     #: every provider of the case by name, in the scenario's order (the first is the one

@@ -1,4 +1,4 @@
-"""What a test needs from the machine: a Redis on loopback, libfaketime. Each is a skip
+"""What a test needs from the machine: a Redis on loopback, a C compiler. Each is a skip
 marker naming what to install, so a missing service is a skip that says so, never a pass."""
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ def redis_up() -> bool:
         return False
 
 
-def _have_libfaketime() -> bool:
-    from harness.engine.process._faketime import library
+def _have_fake_clock() -> bool:
+    from harness.engine.process._faketime import preload
     from harness.errors import BadInputError
 
     try:
-        library()
+        preload()
     except BadInputError:
         return False
     return True
 
 
 needs_redis = pytest.mark.skipif(not redis_up(), reason="Redis is not running on 127.0.0.1:6379")
-needs_libfaketime = pytest.mark.skipif(
-    not _have_libfaketime(), reason="libfaketime is not installed (apt-get install faketime)"
+needs_fake_clock = pytest.mark.skipif(
+    not _have_fake_clock(), reason="no C compiler builds the clock preload (apt-get install gcc)"
 )

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.errors import ExitStatus
-from tests._services import needs_libfaketime, needs_redis
+from tests._services import needs_fake_clock, needs_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "examples" / "celery_worker"
@@ -35,7 +35,7 @@ pytest.importorskip("celery")
 pytestmark = [
     needs_redis,
     pytest.mark.timeout(400),
-    needs_libfaketime,  # every scenario loads with fake_time or beside one that does
+    needs_fake_clock,  # every scenario loads with fake_time or beside one that does
 ]
 
 #: what a sweep of each scenario finds, case by case (the README's table); a case not listed

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.errors import ExitStatus
-from tests._services import needs_libfaketime, needs_redis
+from tests._services import needs_fake_clock, needs_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "examples" / "rq_worker"
@@ -82,7 +82,7 @@ def _rq_keys() -> set[bytes]:
     return set(Redis.from_url("redis://127.0.0.1:6379/0").scan_iter(match=f"rq:*{QUEUE}-*"))
 
 
-@needs_libfaketime
+@needs_fake_clock
 def test_defaults_lose_the_job_of_a_dead_worker_once_its_heartbeat_expires(tmp_path: Path) -> None:
     """Worker scope: the job stays "started" until RQ's heartbeat TTL (90 s) runs out, then
     RQ's own cleanup fails it for good. Under fake time the restart comes 120 s later by the
@@ -104,7 +104,7 @@ def test_defaults_lose_the_job_of_a_dead_worker_once_its_heartbeat_expires(tmp_p
     assert _rq_keys() <= before
 
 
-@pytest.mark.parametrize("scope", ["process", pytest.param("worker", marks=needs_libfaketime)])
+@pytest.mark.parametrize("scope", ["process", pytest.param("worker", marks=needs_fake_clock)])
 def test_fixed_worker_holds_under_both_crash_scopes(tmp_path: Path, scope: str) -> None:
     code, report, output = _crash_harness(tmp_path, "sweep", str(SCENARIOS / f"fixed-{scope}.toml"))
     assert code == ExitStatus.PASSED, output

@@ -22,7 +22,7 @@ import pytest
 
 from harness.errors import ExitStatus
 from tests._daemon import starving_cpu
-from tests._services import needs_libfaketime
+from tests._services import needs_fake_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -196,7 +196,7 @@ def test_an_exit_after_a_pool_child_crash_is_an_anomaly_unless_the_scenario_expe
         assert "normal by the scenario's exits_after_crash" in case["workers"][0]["note"]
 
 
-@needs_libfaketime
+@needs_fake_clock
 def test_fake_time_moves_a_visibility_timeout_that_wall_time_would_make_us_wait_for(
     tmp_path: Path,
 ) -> None:

@@ -33,7 +33,6 @@ from harness.engine.process._daemon_watch import (
     SpawnMarks,
     lines_by,
 )
-from harness.engine.process._faketime import forget as forget_faketime
 from harness.engine.process._faketime import write_offset
 from harness.engine.process.lifecycle import Lifecycle
 from harness.engine.process.settle import Settle
@@ -162,8 +161,6 @@ class CaseContext:
                 worker, timeout_s=self.worker_deadline_s, trace_path=self.trace_path
             )
         self._expected_exit(outcome)
-        if self.base_config.fake_time_file is not None:
-            forget_faketime(outcome.pid)
         self.outcomes.append(outcome)
         self.settled = outcome.kind is OutcomeKind.COMPLETED or (
             outcome.kind is OutcomeKind.STOPPED and not self.gave_up

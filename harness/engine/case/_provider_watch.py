@@ -38,7 +38,6 @@ from fake_providers import ProviderProcess
 from fake_providers._errors import ProviderStartError
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import CaseSpec
-from harness.engine.process._faketime import forget as forget_faketime
 from harness.engine.process.supervisor import DUMP_GRACE_S, OutcomeKind, Supervisor, wait_readable
 
 #: how long a failed call to the provider waits for its process to be seen ending: a killed
@@ -210,8 +209,6 @@ def abandon(
         outcome = supervisor.wait(worker, timeout_s=DUMP_GRACE_S, trace_path=ctx.trace_path)
         outcome.kind = OutcomeKind.STOPPED
         outcome.note = f"killed by the harness: {lost} while it ran"
-        if ctx.base_config.fake_time_file is not None:
-            forget_faketime(outcome.pid)
         ctx.outcomes.append(outcome)
     for step in case.steps[len(ctx.steps) :]:
         ctx.skip_step(step, f"not run: {lost} during the case")

@@ -226,8 +226,7 @@ def _base_config(
     }
     fake_time_file = None
     if settings.lifecycle.fake_time:
-        _faketime.library()  # found, and the shim built, here: never inside a worker
-        _faketime.shim()
+        _faketime.preload()  # built here: never inside a worker
         fake_time_file = opened.case_dir / _faketime.OFFSET_FILE
         _faketime.write_offset(fake_time_file, 0.0)
     return WorkerConfig(

@@ -77,16 +77,16 @@ def _lifecycle(source: ScenarioFile, meta: dict[str, Any], worker: dict[str, Any
 
 
 def _check_fake_time(source: ScenarioFile, meta: dict[str, Any]) -> None:
-    """``fake_time = true`` needs a program the harness execs, and libfaketime built."""
+    """``fake_time = true`` needs a program the harness execs, and the clock preload built."""
     if not str(meta.get("system", "")).startswith("cmd:"):
         raise source.error(
             "worker",
             "fake_time",
-            "libfaketime is preloaded into a program the harness execs: it needs a cmd: system",
+            "the clock is preloaded into a program the harness execs: it needs a cmd: system",
         )
-    from harness.engine.process._faketime import library
+    from harness.engine.process._faketime import preload
 
     try:
-        library()
+        preload()
     except BadInputError as exc:
         raise source.error("worker", "fake_time", str(exc)) from None

@@ -11,8 +11,8 @@ internals, or wait real minutes. A scenario's ``[worker]`` table says instead:
   SIGKILL after ``stop_grace_s``, recording which it took;
 - ``exits_after_crash = [1]``: exit codes that are normal for a worker one of whose processes
   the harness killed (the worker is restarted; such an exit is no anomaly);
-- ``fake_time = true``: the worker's whole process tree, and the settle hooks, run under
-  libfaketime, their wall clock ahead by however far the case's clock has moved
+- ``fake_time = true``: the worker's whole process tree, and the settle hooks, run with the
+  harness's clock preload, their wall clock ahead by however far the case's clock has moved
   (``restart_gap_s`` between a crash and the restart, ``clock_jump`` steps);
 - ``restart_gap_s``: how far the clock moves while a crashed worker is replaced (the
   reference's lease by default).
