@@ -300,3 +300,18 @@ def test_a_resume_file_that_is_no_report_is_refused(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, ["certify", "--resume", str(path)])
         assert result.exit_code == 2, result.output
         assert said in result.output
+
+
+def test_a_replay_says_so_and_leaves_the_reports_of_the_run_it_replays(tmp_path: Path) -> None:
+    """A replay's header names it (not the scenario's mode), and with no --report-dir its
+    reports go to reports/replay: the run's own reports/ stay as they were written."""
+    first = _run("run", "boundary-after-ack", "--seed", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    written = (tmp_path / "reports" / "report.json").read_bytes()
+    case = json.loads(written)["cases"][-1]["id"]
+    again = _run("replay", "boundary-after-ack", "--seed", "1", "--case", case, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.startswith("replay boundary-after-ack · "), again.stdout
+    assert (tmp_path / "reports" / "report.json").read_bytes() == written
+    replayed = json.loads((tmp_path / "reports" / "replay" / "report.json").read_text())
+    assert [c["id"] for c in replayed["cases"]] == [case]

@@ -156,6 +156,26 @@ def test_a_listed_case_the_system_cannot_run_names_the_file(
         scenario_mod.load(path).checked_system()
 
 
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("no_such_module_xyz:prep", r"no_such_module_xyz"),
+        ("os:sep", r"'os:sep' is not a function"),
+    ],
+)
+def test_a_prepare_that_does_not_import_names_its_own_line(
+    tmp_path: Path, ref: str, expected: str
+) -> None:
+    """The error is the prepare line's (line 3), not the system line above it (line 2)."""
+    path = _write(
+        tmp_path, f'[scenario]\nsystem = "cmd:true"\nprepare = "{ref}"\nboundaries = ["a"]\n'
+    )
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(path))}:3: \[scenario.prepare\] "):
+        scenario_mod.load(path).checked_system()
+    with pytest.raises(BadInputError, match=expected):
+        scenario_mod.load(path).checked_system()
+
+
 def test_a_file_that_is_not_utf8_or_not_a_file_is_refused(tmp_path: Path) -> None:
     """Non-UTF-8 bytes name their line; a FIFO is refused without blocking on it."""
     path = tmp_path / "latin1.toml"

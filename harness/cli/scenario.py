@@ -204,6 +204,7 @@ def _execute(
     only: tuple[str, ...] = (),
     determinism: int = 0,
     set_words: tuple[str, ...] = (),
+    verb: str | None = None,
 ) -> None:
     from harness.engine.case.campaign import (
         Campaign,
@@ -240,8 +241,8 @@ def _execute(
         mode = mode or scenario.mode
         progress.label = mode
         click.echo(
-            f"{mode} {scenario.name} · system {settings.system.name} · seed {settings.seed}"
-            f" · db {settings.database_shown}"
+            f"{verb or mode} {scenario.name} · system {settings.system.name} · seed "
+            f"{settings.seed} · db {settings.database_shown}"
         )
         cases: list[CaseSpec]
         if only:
@@ -462,9 +463,13 @@ def replay_cmd(**options: Any) -> None:
     """Rerun one case (or schedule) of a scenario exactly, from its seed and id.
 
     SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
-    scenario file (TOML).
+    scenario file (TOML). Its reports go to reports/replay unless --report-dir says where:
+    a replay never writes over the reports of the run it replays.
     """
-    _execute(**options)
+    source = click.get_current_context().get_parameter_source("report_dir")
+    if source is click.core.ParameterSource.DEFAULT:
+        options["report_dir"] = Path(options["report_dir"]) / "replay"
+    _execute(verb="replay", **options)
 
 
 @click.group("scenarios")

@@ -118,7 +118,11 @@ class Scenario:
 
         prepare = None
         if self.prepare is not None:
-            prepare = _import_function(self.prepare, f"{self.path}: [scenario] prepare")
+            try:
+                prepare = _import_function(self.prepare, "[scenario] prepare")
+            except BadInputError as exc:  # the prepare line, not the system line above it
+                text = read_quietly(self.path)
+                raise error_at(self.path, text, "scenario", "prepare", str(exc)) from None
         return command_user_system(
             self.system[len("cmd:") :],
             boundaries=self.boundaries or (),
