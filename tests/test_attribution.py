@@ -168,4 +168,5 @@ def test_the_same_worker_mailing_one_inbox_is_unknown_not_pass(tmp_path: Path) -
     assert check.status is Status.UNKNOWN, check.summary
     assert "could not be attributed to a run" in check.summary
     assert check.evidence["unattributed"]["count"] == 8
+    assert "identify = { run =" in check.summary, "the unknown names its fix"
     assert case.verdict is not Status.PASS

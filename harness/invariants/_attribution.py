@@ -58,6 +58,14 @@ def _attributed(
     return eff
 
 
+#: what makes a request attributable: the provider told where it names its run
+IDENTIFY_FIX = (
+    "tell the provider where a request names its run: [provider] options ="
+    ' { identify = { run = "header:X-Run-Id" } }, or json:/path, or regex: over an'
+    " e-mail's subject and text (docs/providers.md)"
+)
+
+
 def unattributed_accepted(obs: Observation) -> list[EffectRow]:
     """The effects that reached a recipient but could not be tied to any run."""
     return [e for e in obs.effects or () if e.accepted and not e.attributed]
@@ -70,6 +78,7 @@ def unattributed_evidence(effects: list[EffectRow], shown: int = 5) -> dict[str,
         "first": [e.to_json() for e in effects[:shown]],
         "why": "the identification rule read no run, and neither the user's own id nor the"
         " recipient names exactly one intended run",
+        "fix": IDENTIFY_FIX,
     }
 
 
@@ -86,6 +95,6 @@ def unless_unattributed(result: CheckResult, obs: Observation, what: str) -> Che
     return CheckResult(
         Status.UNKNOWN,
         f"{len(left_out)} accepted effect(s) could not be attributed to a run, so {what} cannot"
-        f" be ruled out (the rest: {result.summary})",
+        f" be ruled out (the rest: {result.summary}); {IDENTIFY_FIX}",
         evidence,
     )

@@ -28,7 +28,11 @@ from collections.abc import Callable
 from functools import cache
 
 from harness.destinations import distinct
-from harness.invariants._attribution import unattributed_accepted, unattributed_evidence
+from harness.invariants._attribution import (
+    IDENTIFY_FIX,
+    unattributed_accepted,
+    unattributed_evidence,
+)
 from harness.invariants._evidence import effect_evidence
 from harness.invariants._model import (
     CheckResult,
@@ -153,7 +157,7 @@ def _by_provider(obs: Observation, why_no_ledger: str) -> CheckResult:
             Status.UNKNOWN,
             f"{len(maybe)} of {intended} intended delivery(ies) have no attributed effect, but"
             f" their recipient got {len(left_out)} effect(s) the identification rule could not"
-            " tie to a run",
+            f" tie to a run; {IDENTIFY_FIX}",
             evidence,
         )
     return CheckResult(
