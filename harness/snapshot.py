@@ -7,15 +7,18 @@ named here, the one place a system imports them from, as the reference system do
 
 ``PartialLedger`` is a snapshot some of whose parts the system cannot give: a checker that
 reads a missing part answers *unknown* (``NOT_JUDGED``), never a *pass* built on an empty
-table. ``unread_ledger`` is the snapshot of a system with no ledger adapter at all, and
-``refused_ledger`` the snapshot of one whose adapter gave a value it does not map: every
-checker that reads it answers *unknown*, and the case's note says why.
+table. Its rows may lack columns too (``not_given``: an agent's transcript names no worker and
+no provider receipt), read the same way: a checker that reads such a column is not judged,
+where a made-up ``""`` would have let it pass. ``unread_ledger`` is the snapshot of a system
+with no ledger adapter at all, and ``refused_ledger`` the snapshot of one whose adapter gave
+a value it does not map: every checker that reads it answers *unknown*, and the case's note
+says why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from fake_providers import body_hash
@@ -27,6 +30,7 @@ from harness.invariants._model import (
     LedgerSnapshot,
     MissingEvidenceError,
     StatusChange,
+    column_not_given,
 )
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "PartialLedger",
     "StatusChange",
     "body_hash",
+    "column_not_given",
     "refused_ledger",
     "unread_ledger",
 ]
@@ -58,6 +63,8 @@ class PartialLedger(LedgerSnapshot):
 
     #: snapshot field -> why it cannot be read
     missing: Mapping[str, str] = field(default_factory=dict)
+    #: delivery row column (``DeliveryRow`` field) -> why the system cannot give it
+    not_given: Mapping[str, str] = field(default_factory=dict)
 
     def __getattribute__(self, name: str) -> Any:
         if name in SNAPSHOT_FIELDS and JUDGING.get():
@@ -68,6 +75,10 @@ class PartialLedger(LedgerSnapshot):
             if name in missing:
                 part = name.replace("_", " ")
                 raise MissingEvidenceError(f"{NOT_JUDGED} ledger {part}: {missing[name]}")
+            not_given = object.__getattribute__(self, "not_given")
+            if name == "deliveries" and not_given:
+                rows = object.__getattribute__(self, "deliveries")
+                return tuple(_RowWithout(row, not_given) for row in rows)
         return object.__getattribute__(self, name)
 
     def __repr__(self) -> str:
@@ -76,6 +87,31 @@ class PartialLedger(LedgerSnapshot):
         refused = object.__getattribute__(self, "refused")
         why = "" if refused is None else ", refused"
         return f"PartialLedger({len(deliveries)} deliveries, missing={sorted(missing)}{why})"
+
+
+#: the columns of a delivery row
+ROW_COLUMNS = frozenset(f.name for f in fields(DeliveryRow))
+
+
+class _RowWithout:
+    """A delivery row read while judging, some of whose columns the system cannot give: a
+    checker reading one of those gets ``MissingEvidenceError`` (so it answers *not judged*);
+    every other column reads as the row has it. Rows compare by identity: a checker that
+    groups them never reads a column it was not given."""
+
+    __slots__ = ("_not_given", "_row")
+
+    def __init__(self, row: DeliveryRow, not_given: Mapping[str, str]) -> None:
+        self._row = row
+        self._not_given = not_given
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._not_given:
+            column = name.replace("_", " ")
+            raise MissingEvidenceError(
+                f"{NOT_JUDGED} ledger column {column}: {self._not_given[name]}"
+            )
+        return getattr(self._row, name)
 
 
 def unread_ledger(system_name: str) -> PartialLedger:

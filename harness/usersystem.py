@@ -47,6 +47,8 @@ from harness.intake import RosterEntry, RunRequest, create_intake_tables
 from harness.invariants import CheckResult
 from harness.names import DELIVERY_STATES
 from harness.snapshot import (
+    ROW_COLUMNS,
+    SNAPSHOT_FIELDS,
     AuditRow,
     DeliveryRow,
     LedgerSnapshot,
@@ -276,6 +278,13 @@ class LedgerAdapter:
     audit_sql: ClassVar[str | None] = None
     state_counts_sql: ClassVar[str | None] = None
     states: ClassVar[Mapping[str, str]] = {}
+    #: columns of ``deliveries`` your ledger cannot give (column -> why), ``created_by``,
+    #: ``key`` (write ``idempotency_key``) or ``provider_message_id`` among them: an invariant
+    #: that reads one is not judged, and says why, where an empty value would let it pass
+    not_given: ClassVar[Mapping[str, str]] = {}
+    #: parts of the snapshot your ledger cannot give (``committed_runs``,
+    #: ``frozen_destinations``, ``queue``; part -> why), each read the same way
+    parts_not_given: ClassVar[Mapping[str, str]] = {}
 
     def _rows(self, conn: Connection, sql: str) -> list[Mapping[str, Any]]:
         return [dict(r) for r in conn.execute(text(sql)).mappings()]
@@ -344,6 +353,18 @@ def check_states(adapter: LedgerAdapter) -> None:
         raise SystemDefinitionError(
             f"{name}.states maps {', '.join(f'{k!r} to {v!r}' for k, v in sorted(wrong.items()))}"
             f"; expected one of the harness's states: {', '.join(DELIVERY_STATES)}"
+        )
+    unknown = sorted(set(adapter.not_given) - ROW_COLUMNS)
+    if unknown:
+        raise SystemDefinitionError(
+            f"{name}.not_given names {', '.join(map(repr, unknown))}; expected columns of a "
+            f"delivery row: {', '.join(sorted(ROW_COLUMNS))}"
+        )
+    parts = sorted(set(adapter.parts_not_given) - SNAPSHOT_FIELDS)
+    if parts:
+        raise SystemDefinitionError(
+            f"{name}.parts_not_given names {', '.join(map(repr, parts))}; expected parts of a "
+            f"snapshot: {', '.join(sorted(SNAPSHOT_FIELDS))}"
         )
     odd = [k for k in adapter.states if not isinstance(k, str) or not k]
     if odd:
@@ -490,7 +511,8 @@ class _LedgerReader:
             deliveries = tuple(_delivery_row(r, adapter.states) for r in rows)
             statuses = Counter(str(_pick(r, "status", "delivery_status")) for r in rows)
             refuse_unmapped(adapter, statuses, query="deliveries_sql", column="column status")
-            _refuse_creators(adapter, rows)
+            if "created_by" not in adapter.not_given:
+                _refuse_creators(adapter, rows)
             committed = adapter.committed_runs(conn)
             frozen_rows = adapter.frozen_destinations(conn)
             queue = adapter.queue(conn)
@@ -503,11 +525,9 @@ class _LedgerReader:
         else:
             for r in frozen_rows:
                 frozen.setdefault(str(r["run_id"]), []).append(str(r["destination"]))
-        missing = (
-            {}
-            if audit_rows is not None
-            else {"audit": f"{type(adapter).__name__} gives no audit_sql"}
-        )
+        missing = dict(adapter.parts_not_given)
+        if audit_rows is None:
+            missing.setdefault("audit", f"{type(adapter).__name__} gives no audit_sql")
         return PartialLedger(
             committed_runs=frozenset(
                 committed if committed is not None else (d.run_id for d in deliveries)
@@ -518,6 +538,7 @@ class _LedgerReader:
             audit=tuple(_audit_row(r) for r in audit_rows or ()),
             state_counts=state_counts,
             missing=missing,
+            not_given=dict(adapter.not_given),
         )
 
 

@@ -380,6 +380,61 @@ def test_an_unmapped_ledger_value_is_refused_not_judged(
         assert named[0] in check.summary
 
 
+class _Transcript(LedgerAdapter):
+    """A ledger like an agent's transcript: which call went to whom and whether its result
+    is recorded, but no worker's name and no key the worker sends."""
+
+    deliveries_sql = "SELECT run_id, destination, st AS status FROM mine"
+    states: ClassVar[dict[str, str]] = {"done": "delivered", "new": "pending"}
+    not_given: ClassVar[dict[str, str]] = {
+        "created_by": "a transcript names no worker",
+        "idempotency_key": "the tool's key is not in the transcript",
+    }
+
+
+def _effect(seq: int, key: str) -> EffectRow:
+    return EffectRow(
+        seq=seq,
+        destination="a@x",
+        run_id="r1",
+        delivery_id=delivery_id_for("r1", "a@x"),
+        idempotency_key=key,
+        outcome="fresh",
+    )
+
+
+def test_a_column_the_ledger_cannot_give_is_not_judged_never_passed(tmp_path: Path) -> None:
+    """Declared not given, ``created_by`` is no longer refused: the checker that needs it
+    (a restart minting a second item) is not judged and says which column and why, where an
+    empty creator would have passed it; a key not given is not compared, while the keys the
+    provider saw are still judged for stability; the rest of the rows are judged."""
+    system = simple_system(_noop, name="t:S", boundaries=["b"], ledger=_Transcript)
+    engine = _ledger_with(
+        tmp_path, ("r1", "a@x", "done", "k1", None), ("r1", "a@x", "new", "k1", None)
+    )
+    snapshot = system.read_ledger(engine)
+    engine.dispose()
+    assert snapshot.refused is None, snapshot.refused
+    assert {r.created_by for r in snapshot.deliveries} == {""}  # outside a checker: as read
+    effects = (_effect(1, "first"), _effect(2, "second"))
+    checks = run_all(Observation(intended={"r1": ("a@x",)}, ledger=snapshot, effects=effects))
+    duplicates = checks["no_restart_duplicates"]
+    assert not_judged(duplicates), duplicates
+    assert "created by: a transcript names no worker" in duplicates.summary
+    keys = checks["stable_idempotency_key"]
+    assert keys.status is Status.FAIL, keys  # two keys for one delivery, seen by the provider
+    assert "idempotency key" in str(keys.evidence["not_compared_because"])
+    assert checks["exactly_once_effect"].status is Status.FAIL  # two effects, judged
+
+
+def test_a_column_not_given_must_be_a_column() -> None:
+    class Typo(_Transcript):
+        not_given: ClassVar[dict[str, str]] = {"creator": "no worker"}
+
+    with pytest.raises(SystemDefinitionError, match=r"not_given names 'creator'.*created_by"):
+        simple_system(_noop, name="t:S", boundaries=["b"], ledger=Typo)
+
+
 def test_an_unmapped_state_count_is_refused(tmp_path: Path) -> None:
     """The operator's GROUP BY query holding an unmapped value is refused the same way."""
 

@@ -340,3 +340,11 @@ def by_identity(
     for row in rows:
         groups.setdefault((row.run_id, normal_form(row.destination, surface)), []).append(row)
     return groups
+
+
+def column_not_given(ledger: LedgerSnapshot, column: str) -> str | None:
+    """Why ``ledger``'s rows cannot give ``column`` (``NOT_JUDGED`` and the system's reason),
+    or None when they can: for a checker that can still judge part of its promise without it."""
+    not_given = getattr(ledger, "not_given", None) or {}
+    why = not_given.get(column)
+    return None if why is None else f"{NOT_JUDGED} ledger column {column.replace('_', ' ')}: {why}"

@@ -29,6 +29,7 @@ from harness.invariants._model import (
     EffectRow,
     Observation,
     Status,
+    column_not_given,
     each_provider,
     need,
 )
@@ -52,7 +53,7 @@ def check(obs: Observation) -> CheckResult:
     not_compared_because = (
         "the provider takes no key"
         if obs.policy is not None and not obs.policy.provider_keys
-        else ledger.no_rows_because
+        else ledger.no_rows_because or column_not_given(ledger, "idempotency_key")
     )
     compare = not_compared_because is None
     sent: dict[str, list[EffectRow]] = {}
@@ -61,7 +62,7 @@ def check(obs: Observation) -> CheckResult:
         # lumped under an empty id with the others
         if eff.outcome in _KEYED and (eff.delivery_id or eff.run_id):
             sent.setdefault(_delivery(eff), []).append(eff)
-    frozen = {row.delivery_id: row.idempotency_key for row in ledger.deliveries}
+    frozen = {row.delivery_id: row.idempotency_key for row in ledger.deliveries} if compare else {}
     unstable: list[dict[str, Any]] = []
     mismatched: list[dict[str, Any]] = []
     uncompared: list[dict[str, Any]] = []
