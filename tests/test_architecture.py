@@ -27,7 +27,7 @@ MOST_TOP_MODULES = 15
 #: (``results`` is the one module beside them: the types the engine hands to its readers)
 ENGINE_ROOMS = ("store", "process", "plan", "results", "case", "search")
 #: what no engine module imports: the engine hands results out, it never reads reports
-NOT_FOR_THE_ENGINE = ("harness.reports", "harness.cli", "harness.pytest_plugin")
+NOT_FOR_THE_ENGINE = ("harness.reports", "harness.cli", "harness.pytest_plugin", "harness.agents")
 
 
 @dataclass(frozen=True)

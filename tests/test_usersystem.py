@@ -141,6 +141,8 @@ def test_without_an_adapter_ledger_checks_are_not_judged() -> None:
     assert checks["liveness"].status is Status.UNKNOWN
     assert NOT_JUDGED in checks["liveness"].summary
     assert not_judged(checks["one_delivery_identity"])
+    # no items at all: a restart minting a second one is not ruled out by an empty table
+    assert not_judged(checks["no_restart_duplicates"]), checks["no_restart_duplicates"]
     assert not not_judged(checks["exactly_once_effect"])
     assert snapshot.audit == ()  # outside a checker (timelines, reports) a gap reads as empty
     assert "missing=" in repr(snapshot)

@@ -9,7 +9,9 @@ restart that mints a second item under another spelling of one address is caught
 from __future__ import annotations
 
 from harness.invariants._model import (
+    NOT_JUDGED,
     CheckResult,
+    MissingEvidenceError,
     Observation,
     Status,
     by_identity,
@@ -22,8 +24,11 @@ NAME = "no_restart_duplicates"
 
 def check(obs: Observation) -> CheckResult:
     ledger = need(obs.ledger, "ledger")
+    every = ledger.deliveries  # a refused ledger says so here
+    if ledger.no_rows_because is not None:  # no items at all: nothing a pass could rest on
+        raise MissingEvidenceError(f"{NOT_JUDGED} ledger deliveries: {ledger.no_rows_because}")
     offending: list[dict[str, object]] = []
-    for (run_id, _), rows in sorted(by_identity(ledger.deliveries, surface_of(obs)).items()):
+    for (run_id, _), rows in sorted(by_identity(every, surface_of(obs)).items()):
         creators = {r.created_by for r in rows}
         if len(rows) > 1 and len(creators) > 1:
             offending.append(

@@ -1,4 +1,4 @@
-"""The ``[scenario]`` keys only a ``cmd:`` system takes: boundaries, prepare, env.
+"""The ``[scenario]`` keys only a ``cmd:`` system takes: boundaries, prepare, ledger, env.
 
 A Python system declares its boundaries, creates its tables and reads its ``WorkerConfig``
 itself; a program the harness execs cannot, so its scenario says them. Each key is refused
@@ -22,6 +22,8 @@ class CommandSettings:
     boundaries: tuple[str, ...] | None = None
     #: a ``module:function`` creating its own tables
     prepare: str | None = None
+    #: a ``module:attr`` naming the ``LedgerAdapter`` that reads its own ledger
+    ledger: str | None = None
     #: its own environment variables, as templates
     env: dict[str, str] = field(default_factory=dict)
 
@@ -33,6 +35,7 @@ def read_command(
     return CommandSettings(
         boundaries=_boundaries(source, meta),
         prepare=_prepare(source, meta),
+        ledger=_ledger(source, meta),
         env=_worker_env(source, meta, providers),
     )
 
@@ -66,6 +69,18 @@ def _prepare(source: ScenarioFile, meta: dict[str, Any]) -> str | None:
             "expected module:function, for a cmd: system (a Python system brings its own)",
         )
     return prepare_ref
+
+
+def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | None:
+    ref: str | None = meta.get("ledger")
+    if ref is not None and (not _is_cmd(meta) or ref.count(":") != 1):
+        raise source.error(
+            "scenario",
+            "ledger",
+            "expected module:attr naming a LedgerAdapter, for a cmd: system (a Python system"
+            " brings its own)",
+        )
+    return ref
 
 
 def _worker_env(source: ScenarioFile, meta: dict[str, Any], providers: list[str]) -> dict[str, str]:

@@ -24,6 +24,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "seed": (int,),
         "boundaries": (list,),
         "prepare": (str,),
+        "ledger": (str,),
         "env": (dict,),
         "discover": (bool,),
     },

@@ -19,7 +19,7 @@ from harness.engine.plan._scenario_toml import ScenarioError, error_at, read_qui
 from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process.lifecycle import Lifecycle
 from harness.engine.process.settle import Settle
-from harness.errors import BadInputError
+from harness.errors import BadInputError, SystemDefinitionError
 from harness.systems import System
 
 
@@ -57,6 +57,9 @@ class Scenario:
     #: through the reference ledger) and a ``module:function`` creating its own tables
     boundaries: tuple[str, ...] | None = None
     prepare: str | None = None
+    #: for a ``cmd:`` system: a ``module:attr`` naming the ``LedgerAdapter`` that reads its
+    #: own ledger (``harness.agents`` has one for a LangGraph agent's checkpoints)
+    ledger: str | None = None
     #: ``[scenario] discover``: crash at the worker's sends and commits too, found without a
     #: line in it (``harness.engine.process._hooks``); None: the system's own default (on for a
     #: program that declares no boundaries)
@@ -110,7 +113,7 @@ class Scenario:
 
     def _named_system(self) -> System:
         env = self.env or None
-        if self.boundaries is None and self.prepare is None:
+        if self.boundaries is None and self.prepare is None and self.ledger is None:
             if env is not None:
                 return systems.command_system(self.system[len("cmd:") :], env=env)
             return systems.resolve(self.system)
@@ -123,12 +126,28 @@ class Scenario:
             except BadInputError as exc:  # the prepare line, not the system line above it
                 text = read_quietly(self.path)
                 raise error_at(self.path, text, "scenario", "prepare", str(exc)) from None
-        return command_user_system(
-            self.system[len("cmd:") :],
-            boundaries=self.boundaries or (),
-            prepare=prepare,
-            env=env,
-        )
+        ledger: Any = None  # checked to be a LedgerAdapter by command_user_system
+        if self.ledger is not None:
+            try:
+                ledger = systems.import_attr(
+                    self.ledger, where="[scenario] ledger", error=BadInputError
+                )
+            except BadInputError as exc:
+                text = read_quietly(self.path)
+                raise error_at(self.path, text, "scenario", "ledger", str(exc)) from None
+        try:
+            return command_user_system(
+                self.system[len("cmd:") :],
+                boundaries=self.boundaries or (),
+                prepare=prepare,
+                ledger=ledger,
+                env=env,
+            )
+        except SystemDefinitionError as exc:
+            if ledger is None:
+                raise
+            text = read_quietly(self.path)
+            raise error_at(self.path, text, "scenario", "ledger", str(exc)) from None
 
     def checked_system(self) -> System:
         """``build_system``, with every listed case checked against it (boundaries, fault

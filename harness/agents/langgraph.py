@@ -1,0 +1,163 @@
+"""A LangGraph agent's checkpoints (``SqliteSaver``) read as its ledger.
+
+One row per call of a sending tool the thread's checkpoint holds, its run the thread, its
+recipient an argument of the call, and its state what the checkpoint says of it: a result
+(a ``ToolMessage`` answering the call, in the saved messages or in a pending write that
+LangGraph will not run again) is ``delivered``, an error result ``failed``, a call with no
+result ``pending`` (the resumed thread will call it again: the agent's queue). Nothing else
+is there to read, and the adapter says so: the checkpoint names no worker and holds no
+provider receipt, a thread has no commit of its decision apart from the transcript itself.
+
+Subclass it in your own module and name the subclass in the scenario::
+
+    class Checkpoints(LangGraphCheckpoints):
+        tools = {"notify": "destination"}   # sending tool -> the argument naming its recipient
+
+    # scenario: [scenario] ledger = "mypkg.ledger:Checkpoints"
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection
+
+from harness.usersystem import LedgerAdapter, LedgerRefusedError, delivery_id_for
+
+#: what an agent's transcript cannot tell, said in the words a report shows
+NO_RECORD = (
+    "the agent keeps no delivery record: a send's only trace is the tool's result in its "
+    "LangGraph checkpoint (the transcript), written after the send"
+)
+
+
+class LangGraphCheckpoints(LedgerAdapter):
+    """Read a ``SqliteSaver`` file beside the case's SQLite database as the agent's ledger."""
+
+    #: the sending tools: tool name -> the argument that names the recipient
+    tools: ClassVar[Mapping[str, str]] = {}
+    #: the checkpoint file is the case database's path plus this (``{db.path}.checkpoints``
+    #: in the scenario's env)
+    checkpoints_suffix: ClassVar[str] = ".checkpoints"
+    #: whether the tool sends its call's id as the provider's idempotency key (then the
+    #: key is compared with what the provider received; otherwise it is not given)
+    key_is_tool_call_id: ClassVar[bool] = False
+
+    not_given: ClassVar[Mapping[str, str]] = {
+        "created_by": f"{NO_RECORD}; it names no worker, so a restart minting a second call "
+        "cannot be told from the first",
+        "provider_message_id": f"{NO_RECORD}; it holds no provider receipt",
+        "idempotency_key": f"{NO_RECORD}; it does not say which key the tool sent",
+    }
+    parts_not_given: ClassVar[Mapping[str, str]] = {
+        "committed_runs": f"{NO_RECORD}; a thread commits no decision apart from it",
+        "frozen_destinations": f"{NO_RECORD}; the recipients are whatever the model called",
+    }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.key_is_tool_call_id:
+            cls.not_given = {k: v for k, v in cls.not_given.items() if k != "idempotency_key"}
+
+    def checkpoints_path(self, conn: Connection) -> Path:
+        database = conn.engine.url.database
+        if conn.engine.url.get_backend_name() != "sqlite" or not database:
+            raise LedgerRefusedError(
+                f"{type(self).__name__} reads a SqliteSaver file beside a SQLite case "
+                f"database; this case's database is {conn.engine.url.get_backend_name()}"
+            )
+        return Path(database + self.checkpoints_suffix)
+
+    def deliveries(self, conn: Connection) -> list[Mapping[str, Any]]:
+        if not self.tools:
+            raise LedgerRefusedError(
+                f"{type(self).__name__}.tools is empty: name the sending tools and the "
+                'argument naming each one\'s recipient, e.g. tools = {"notify": "destination"}'
+            )
+        path = self.checkpoints_path(conn)
+        if not path.exists():  # the agent saved nothing (crashed before its first checkpoint)
+            return []
+        rows: list[Mapping[str, Any]] = []
+        for thread, messages in _threads(path):
+            if messages is None:  # no transcript to read: refused, never read as "no send"
+                raise LedgerRefusedError(
+                    f"{type(self).__name__} reads a graph whose state keeps its messages "
+                    f"(MessagesState); thread {thread!r} has no messages channel (the "
+                    "functional API keeps its calls in task results, which it does not read)"
+                )
+            rows.extend(self._calls(thread, messages))
+        return rows
+
+    def queue(self, conn: Connection) -> list[str]:
+        return [str(r["delivery_id"]) for r in self.deliveries(conn) if r["status"] == "pending"]
+
+    def _calls(self, thread: str, messages: list[Any]) -> Iterable[Mapping[str, Any]]:
+        results = {
+            str(m.tool_call_id): str(getattr(m, "status", "success"))
+            for m in messages
+            if getattr(m, "type", None) == "tool"
+        }
+        for message in messages:
+            for call in getattr(message, "tool_calls", None) or ():
+                argument = self.tools.get(str(call.get("name")))
+                if argument is None:
+                    continue
+                args = call.get("args") or {}
+                if argument not in args:
+                    raise LedgerRefusedError(
+                        f"{type(self).__name__}: a call of {call.get('name')!r} in thread "
+                        f"{thread!r} has no argument {argument!r} (it has "
+                        f"{', '.join(map(repr, sorted(args))) or 'none'})"
+                    )
+                destination = str(args[argument])
+                result = results.get(str(call.get("id")))
+                yield {
+                    "run_id": thread,
+                    "destination": destination,
+                    "delivery_id": delivery_id_for(thread, destination),
+                    "status": _state(result),
+                    "key": str(call.get("id")) if self.key_is_tool_call_id else "",
+                }
+
+
+def _state(result: str | None) -> str:
+    if result is None:
+        return "pending"
+    return "failed" if result == "error" else "delivered"
+
+
+def _threads(path: Path) -> Iterable[tuple[str, list[Any] | None]]:
+    """Each thread's messages as its latest checkpoint holds them, with the results of
+    tasks whose writes were saved (LangGraph applies them on resume, never reruns them);
+    None for a thread whose state has no messages channel at all."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn)
+        threads = [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
+        for thread in sorted(threads):
+            found = saver.get_tuple({"configurable": {"thread_id": thread}})
+            if found is None:
+                continue
+            values = found.checkpoint.get("channel_values", {})
+            writes = [(c, v) for _task, c, v in found.pending_writes or () if c == "messages"]
+            if "messages" not in values and not writes:
+                yield str(thread), None if _ran(found) else []
+                continue
+            messages = list(values.get("messages") or ())
+            for _channel, value in writes:
+                messages.extend(value if isinstance(value, list) else [value])
+            yield str(thread), messages
+    finally:
+        conn.close()
+
+
+def _ran(found: Any) -> bool:
+    """Whether a thread's checkpoint is past its input: one saved before any node ran has
+    no messages yet, whatever the graph keeps."""
+    step = (found.metadata or {}).get("step")
+    return isinstance(step, int) and step >= 0
