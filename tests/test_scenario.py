@@ -176,6 +176,23 @@ def test_a_prepare_that_does_not_import_names_its_own_line(
         scenario_mod.load(path).checked_system()
 
 
+@pytest.mark.parametrize(
+    ("system", "ref", "expected"),
+    [
+        ("cmd:true", "no_such_module_xyz:Ledger", r":3: \[scenario.ledger\] .*no_such_module_xyz"),
+        ("cmd:true", "os:sep", r":3: \[scenario.ledger\] .*expected a harness.LedgerAdapter"),
+        ("cmd:true", "os", r":3: \[scenario.ledger\] expected module:attr"),
+        ("reference", "os:sep", r":3: \[scenario.ledger\] expected module:attr .* cmd: system"),
+    ],
+)
+def test_a_ledger_the_harness_cannot_use_names_its_own_line(
+    tmp_path: Path, system: str, ref: str, expected: str
+) -> None:
+    path = _write(tmp_path, f'[scenario]\nsystem = "{system}"\nledger = "{ref}"\n')
+    with pytest.raises(BadInputError, match=expected):
+        scenario_mod.load(path).checked_system()
+
+
 def test_a_file_that_is_not_utf8_or_not_a_file_is_refused(tmp_path: Path) -> None:
     """Non-UTF-8 bytes name their line; a FIFO is refused without blocking on it."""
     path = tmp_path / "latin1.toml"
