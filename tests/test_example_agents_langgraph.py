@@ -56,12 +56,16 @@ def _broken(case: dict[str, Any]) -> set[str]:
 
 
 def test_the_agents_import_nothing_of_the_harness_and_the_harness_no_langgraph() -> None:
-    """The agents are programs as they ship; the harness itself never needs the extra."""
+    """The agents are programs as they ship (``ledger.py`` beside them is the scenario's
+    glue, never imported by an agent); the harness itself never needs the extra: only its
+    optional adapter (``harness.agents``) imports LangGraph, inside the function reading a
+    case, never at import."""
     agents = [
         f"{p.relative_to(ROOT)}:{n}"
         for p in sorted(AGENTS.rglob("*.py"))
+        if p.name != "ledger.py"
         for n, line in enumerate(p.read_text().splitlines(), 1)
-        if re.search(r"\bharness\b|\bboundary\(", line)
+        if re.search(r"\bharness\b|\bboundary\(|\bledger\b", line)
     ]
     assert not agents, agents
     harness = [
@@ -69,6 +73,7 @@ def test_the_agents_import_nothing_of_the_harness_and_the_harness_no_langgraph()
         for p in sorted((ROOT / "harness").rglob("*.py"))
         for n, line in enumerate(p.read_text().splitlines(), 1)
         if re.search(r"^\s*(import|from)\s+(langgraph|langchain)", line)
+        and not (p.parent.name == "agents" and line.startswith(" "))
     ]
     assert not harness, harness
 
