@@ -185,6 +185,36 @@ def test_the_checkpointers_own_commit_is_a_crash_point_in_langgraphs_terms(tmp_p
     assert all(c["verdict"] == "pass" and c["crash_fired"] for c in report["cases"]), said
 
 
+@pytest.mark.postgres
+def test_on_postgresql_the_postgres_saver_is_read_back_as_the_agents_ledger(tmp_path: Path) -> None:
+    """``CHECKPOINT_URL = "{db.dsn}"``: the agent checkpoints with LangGraph's
+    ``PostgresSaver`` in the case's own schema, and the harness reads those tables back as its
+    ledger: every message the receiver accepted is a tool call the agent's record answers
+    (judged on real rows, four of them and more after the crash), and the naive agent's
+    duplicate is still caught, at the same point as on SQLite."""
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="the 'langgraph' extra")
+    from tests.conftest import _pg_url
+
+    url = _pg_url()
+    if url is None:
+        pytest.skip("set CRASH_HARNESS_PG_URL to test PostgreSQL")
+    for program, expected in (("naive", 1), ("fixed", 0)):
+        case = f"crash@after_send.{_send_point('langgraph_graph', program)}#2"
+        status, said, report = _harness(
+            tmp_path,
+            "run",
+            f"examples/agents/langgraph_graph/{program}-postgres.toml",
+            *("--db", url, "--case", "baseline", "--case", case, "--determinism", "0"),
+        )
+        assert status == expected, said
+        for found in report["cases"]:
+            check = found["invariants"]["accepted_reconciled_or_unknown"]
+            assert check["status"] == "pass", (found["id"], check)
+            assert check["evidence"]["ledger_end_states"]["delivered"] >= 4, check
+        broken = _broken({c["id"]: c for c in report["cases"]}[case])
+        assert ("exactly_once_effect" in broken) == (program == "naive"), said
+
+
 # -- the whole sweeps ---------------------------------------------------------------------------
 
 

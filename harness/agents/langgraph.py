@@ -1,4 +1,4 @@
-"""A LangGraph agent's checkpoints (``SqliteSaver``) read as its ledger.
+"""A LangGraph agent's checkpoints (``SqliteSaver``, ``PostgresSaver``) read as its ledger.
 
 One row per call of a sending tool the thread's checkpoint holds, its run the thread, its
 recipient an argument of the call, and its state what the checkpoint says of it: a result
@@ -35,7 +35,9 @@ NO_RECORD = (
 
 
 class LangGraphCheckpoints(LedgerAdapter):
-    """Read a ``SqliteSaver`` file beside the case's SQLite database as the agent's ledger."""
+    """Read the agent's checkpoints as its ledger: a ``SqliteSaver`` file beside the case's
+    SQLite database, or a ``PostgresSaver``'s tables in the case's PostgreSQL database (its
+    schema, or its own database with ``[database] isolation = "database"``)."""
 
     #: the sending tools: tool name -> the argument that names the recipient
     tools: ClassVar[Mapping[str, str]] = {}
@@ -64,10 +66,10 @@ class LangGraphCheckpoints(LedgerAdapter):
 
     def checkpoints_path(self, conn: Connection) -> Path:
         database = conn.engine.url.database
-        if conn.engine.url.get_backend_name() != "sqlite" or not database:
+        if not database:
             raise LedgerRefusedError(
-                f"{type(self).__name__} reads a SqliteSaver file beside a SQLite case "
-                f"database; this case's database is {conn.engine.url.get_backend_name()}"
+                f"{type(self).__name__} reads a SqliteSaver file beside the case's SQLite "
+                "database, and this one is in memory"
             )
         return Path(database + self.checkpoints_suffix)
 
@@ -77,11 +79,15 @@ class LangGraphCheckpoints(LedgerAdapter):
                 f"{type(self).__name__}.tools is empty: name the sending tools and the "
                 'argument naming each one\'s recipient, e.g. tools = {"notify": "destination"}'
             )
-        path = self.checkpoints_path(conn)
-        if not path.exists():  # the agent saved nothing (crashed before its first checkpoint)
-            return []
+        if conn.engine.url.get_backend_name() == "postgresql":
+            threads = _postgres_threads(conn)
+        else:
+            path = self.checkpoints_path(conn)
+            if not path.exists():  # nothing saved (a crash before the first checkpoint)
+                return []
+            threads = _sqlite_threads(path)
         rows: list[Mapping[str, Any]] = []
-        for thread, messages in _threads(path):
+        for thread, messages in threads:
             if messages is None:  # no transcript to read: refused, never read as "no send"
                 raise LedgerRefusedError(
                     f"{type(self).__name__} reads a graph whose state keeps its messages "
@@ -129,31 +135,47 @@ def _state(result: str | None) -> str:
     return "failed" if result == "error" else "delivered"
 
 
-def _threads(path: Path) -> Iterable[tuple[str, list[Any] | None]]:
-    """Each thread's messages as its latest checkpoint holds them, with the results of
-    tasks whose writes were saved (LangGraph applies them on resume, never reruns them);
-    None for a thread whose state has no messages channel at all."""
+def _sqlite_threads(path: Path) -> Iterable[tuple[str, list[Any] | None]]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     try:
-        saver = SqliteSaver(conn)
         threads = [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
-        for thread in sorted(threads):
-            found = saver.get_tuple({"configurable": {"thread_id": thread}})
-            if found is None:
-                continue
-            values = found.checkpoint.get("channel_values", {})
-            writes = [(c, v) for _task, c, v in found.pending_writes or () if c == "messages"]
-            if "messages" not in values and not writes:
-                yield str(thread), None if _ran(found) else []
-                continue
-            messages = list(values.get("messages") or ())
-            for _channel, value in writes:
-                messages.extend(value if isinstance(value, list) else [value])
-            yield str(thread), messages
+        yield from _threads(SqliteSaver(conn), threads)
     finally:
         conn.close()
+
+
+def _postgres_threads(conn: Connection) -> Iterable[tuple[str, list[Any] | None]]:
+    """Through the case's own connection (its search_path: the case's schema), so the
+    checkpoints read are the ones this case's agent saved."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from sqlalchemy import inspect
+
+    if not inspect(conn).has_table("checkpoints"):  # nothing saved, or setup() never ran
+        return
+    threads = [r[0] for r in conn.exec_driver_sql("SELECT DISTINCT thread_id FROM checkpoints")]
+    driver: Any = conn.connection.driver_connection  # psycopg 3: the saver sets dict rows
+    yield from _threads(PostgresSaver(driver), threads)
+
+
+def _threads(saver: Any, threads: list[str]) -> Iterable[tuple[str, list[Any] | None]]:
+    """Each thread's messages as its latest checkpoint holds them, with the results of
+    tasks whose writes were saved (LangGraph applies them on resume, never reruns them);
+    None for a thread whose state has no messages channel at all."""
+    for thread in sorted(threads):
+        found = saver.get_tuple({"configurable": {"thread_id": thread}})
+        if found is None:
+            continue
+        values = found.checkpoint.get("channel_values", {})
+        writes = [(c, v) for _task, c, v in found.pending_writes or () if c == "messages"]
+        if "messages" not in values and not writes:
+            yield str(thread), None if _ran(found) else []
+            continue
+        messages = list(values.get("messages") or ())
+        for _channel, value in writes:
+            messages.extend(value if isinstance(value, list) else [value])
+        yield str(thread), messages
 
 
 def _ran(found: Any) -> bool:

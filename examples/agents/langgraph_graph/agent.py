@@ -6,7 +6,8 @@ as a service would:
 
 - ``DATABASE_URL``: the intake (``run_requests`` joined to ``roster``: each run, and the
   recipients of its topic);
-- ``CHECKPOINT_DB``: the SQLite file of LangGraph's ``SqliteSaver``;
+- ``CHECKPOINT_DB``: the SQLite file of LangGraph's ``SqliteSaver``; or ``CHECKPOINT_URL``:
+  a PostgreSQL URL for its ``PostgresSaver`` (tables created on start-up, ``setup()``);
 - ``LANGGRAPH_DURABILITY``: ``exit``, ``async`` (LangGraph's default) or ``sync``;
 - ``WEBHOOK_URL``, ``WEBHOOK_TOKEN``: for the tool (``naive.py``, ``fixed.py``).
 
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -38,7 +41,7 @@ WORK = """SELECT r.run_id, r.input_payload, d.destination
           ORDER BY r.run_id, d.destination"""
 
 
-def build(tools: Sequence[BaseTool], checkpointer: SqliteSaver) -> Any:
+def build(tools: Sequence[BaseTool], checkpointer: BaseCheckpointSaver[Any]) -> Any:
     model = ScriptedToolCaller().bind_tools(tools)
 
     def call_model(state: MessagesState) -> dict[str, Any]:
@@ -62,10 +65,33 @@ def work() -> dict[str, tuple[str, list[str]]]:
     return runs
 
 
-def main(tools: Sequence[BaseTool]) -> None:
-    durability = os.environ.get("LANGGRAPH_DURABILITY", "async")
+@contextmanager
+def checkpointer() -> Iterator[BaseCheckpointSaver[Any]]:
+    """``PostgresSaver`` when ``CHECKPOINT_URL`` is given, else ``SqliteSaver`` on
+    ``CHECKPOINT_DB``: as LangGraph's docs open each."""
+    url = os.environ.get("CHECKPOINT_URL")
+    if url:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(url) as saver:
+            saver.setup()  # its tables, once (a no-op when they are there)
+            yield saver
+        return
     conn = sqlite3.connect(os.environ["CHECKPOINT_DB"], check_same_thread=False)
-    agent = build(tools, SqliteSaver(conn))
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
+def main(tools: Sequence[BaseTool]) -> None:
+    with checkpointer() as saver:
+        run(tools, saver)
+
+
+def run(tools: Sequence[BaseTool], saver: BaseCheckpointSaver[Any]) -> None:
+    durability = os.environ.get("LANGGRAPH_DURABILITY", "async")
+    agent = build(tools, saver)
     for run_id, (order, recipients) in work().items():
         config: RunnableConfig = {"configurable": {"thread_id": run_id}}
         state = agent.get_state(config)
