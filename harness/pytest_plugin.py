@@ -620,7 +620,8 @@ def _case_lines(case: CaseResult, names: Iterable[str]) -> Iterator[str]:
     for name in names:
         check = case.invariants[name]
         yield f"  {name} ({looks.LOOK_WORD[looks.look(check)]}): {check.summary}"
-        said = fixes.fix_line(name) if looks.look(check) == "fail" else None
+        agent = fixes.is_agent(case.reached)
+        said = fixes.fix_line(name, agent=agent) if looks.look(check) == "fail" else None
         if said:
             yield f"    {said}"
         if check.evidence:

@@ -60,3 +60,26 @@ def test_the_pytest_failure_says_the_fix_of_a_failed_invariant_only() -> None:
     at = lines.index(next(x for x in lines if x.startswith("  exactly_once_effect (failed)")))
     assert lines[at + 1] == f"    {fixes.fix_line('exactly_once_effect')}"
     assert not any("#no_silent_loss" in x for x in lines)
+
+
+def test_an_agent_is_told_the_fix_in_its_own_terms(capsys: pytest.CaptureFixture[str]) -> None:
+    """A case that reached a framework's named commit ran an agent: its fix line speaks of
+    the tool's key and the receiver (docs/agents.md), not of a ledger row and a transaction;
+    an outbox worker's case keeps the outbox advice."""
+    from dataclasses import replace
+
+    agent = replace(_case(), reached={"after_commit.langgraph.writes.tools": 2})
+    assert fixes.is_agent(agent.reached)
+    assert not fixes.is_agent(_case().reached)
+    print_case(agent)
+    out = capsys.readouterr().out
+    said = fixes.fix_line("exactly_once_effect", agent=True)
+    assert said is not None
+    assert f"exactly_once_effect {said}" in out
+    assert "tool call id" in out
+    assert "stored idempotency key" not in out
+    assert "docs/agents.md" in out
+    for name in fixes.AGENT_FIXES:
+        assert fixes.AGENT_FIXES[name] != fixes.FIXES[name]
+    lines = list(_case_lines(agent, ["exactly_once_effect"]))
+    assert any("tool call id" in line for line in lines), lines

@@ -135,12 +135,13 @@ def _title_spans(html: str) -> list[tuple[str, str]]:
 def test_simple_system_not_judged_is_grey_and_the_title_lists_only_real_failures(
     outbox: dict[str, Any],
 ) -> None:
-    """The outbox worker (no ledger adapter) has 1 failure and 9 blind spots: the HTML
-    grid shows the blind spots as grey ○, the case lists them once as not judged, and the
-    timeline's title names the failure, never the 9."""
+    """The outbox worker (no ledger adapter) has 1 failure and 10 blind spots (one is
+    no_restart_duplicates: no rows to rest a pass on): the HTML grid shows the blind spots
+    as grey ○, the case lists them once as not judged, and the timeline's title names the
+    failure, never the 10."""
     crashed = _case(outbox, CRASHED)
     blind = _not_judged(crashed)
-    assert len(blind) == 9  # the campaign really has what the issue describes
+    assert len(blind) == 10  # the campaign really has what the issue describes
     assert sorted(n for n, r in crashed["invariants"].items() if r["status"] == "fail") == sorted(
         REAL_FAILURES
     )
@@ -151,12 +152,12 @@ def test_simple_system_not_judged_is_grey_and_the_title_lists_only_real_failures
     assert "td.not_judged, span.not_judged { background: var(--notjudged);" in html
     assert "--notjudged:#b0bec5" in html  # grey, not the undecided yellow nor the failed red
     (title,) = _svg_titles(html)
-    assert title == f"{CRASHED}: fail (failed: {', '.join(REAL_FAILURES)}; 9 not judged)"
+    assert title == f"{CRASHED}: fail (failed: {', '.join(REAL_FAILURES)}; 10 not judged)"
     for name in blind:
         assert name not in title
     spans = _title_spans(html)
     assert ("#c62828", f" · failed: {', '.join(REAL_FAILURES)}") in spans
-    assert ("#757575", " · 9 not judged") in spans
+    assert ("#757575", " · 10 not judged") in spans
     listed = re.findall(r'<li class="(fail|undecided|not_judged)">', html)
     assert listed == ["fail"] * len(REAL_FAILURES) + ["not_judged"]
     assert "has no ledger adapter" in html.split('<li class="not_judged">', 1)[1].split("</li>")[0]

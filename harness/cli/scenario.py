@@ -91,7 +91,7 @@ def print_case(case: Any, counter: str = "", *, width: int = 46) -> None:
     for name in looks.grouped(case.invariants)["fail"]:
         if name in _SUMMARY_ON_CONSOLE:  # who got the second message, before how to fix it
             _style.echo(f"       {name}: {_secrets.scrub(case.invariants[name].summary)}")
-        said = fixes.fix_line(name)
+        said = fixes.fix_line(name, agent=fixes.is_agent(case.reached))
         if said:
             _style.echo(f"       {name} {said}")
     for note in case.notes:

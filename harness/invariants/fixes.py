@@ -9,6 +9,8 @@ failure) can add one line of what to do and a link to the invariant's section in
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 #: the document whose sections the links point at (relative to the project's root)
 DOC = "docs/invariants.md"
 
@@ -86,6 +88,39 @@ FIXES: dict[str, str] = {
 }
 
 
+#: invariant -> the usual fix for an agent, whose framework recovers the run from its
+#: checkpoint or step records while a tool call sends (a ledger row and a transaction are
+#: outbox advice, which an agent that keeps no delivery record cannot follow)
+AGENT_FIXES: dict[str, str] = {
+    "exactly_once_effect": (
+        "key the tool's send by what was durable before the tool ran (the run and the"
+        " recipient, or a DBOS workflow id and step id), never the model's tool call id, and"
+        " send it where the receiver dedupes, or have the tool ask the receiver first"
+    ),
+    "stable_idempotency_key": (
+        "derive the tool's key from the run and the recipient, not from the tool call id or a"
+        " fresh uuid: a resumed run asks the model again and gets new ids"
+    ),
+    "accepted_reconciled_or_unknown": (
+        "on a resumed run, have the tool ask the receiver whether it already has the message"
+        " and return that as its result, so the transcript records the send it made"
+    ),
+    "no_silent_loss": (
+        "record each run before the agent starts (an intake row), and on start-up resume"
+        " every thread that has not finished: a crash before its first checkpoint drops it"
+    ),
+}
+
+#: how a discovered point names a framework's own commit (``harness.engine.process.
+#: _framework_points``): a case that reached one ran an agent
+FRAMEWORK_POINTS = (".langgraph.", ".dbos.")
+
+
+def is_agent(reached: Iterable[str]) -> bool:
+    """Whether a case's points say its worker is an agent (a framework's commits named)."""
+    return any(part in name for name in reached for part in FRAMEWORK_POINTS)
+
+
 def anchor(name: str) -> str:
     """The invariant's section anchor in ``DOC`` (its heading is the bare name)."""
     return name.lower()
@@ -96,7 +131,16 @@ def link(name: str) -> str:
     return f"{DOC}#{anchor(name)}"
 
 
-def fix_line(name: str) -> str | None:
-    """``fix: <the usual fix> (docs/invariants.md#name)``; None for an invariant without one."""
-    fix = FIXES.get(name)
-    return f"fix: {fix} ({link(name)})" if fix else None
+def usual_fix(name: str, *, agent: bool = False) -> str | None:
+    """The usual fix for ``name``: an agent's where it has one of its own."""
+    return (AGENT_FIXES.get(name) if agent else None) or FIXES.get(name)
+
+
+def fix_line(name: str, *, agent: bool = False) -> str | None:
+    """``fix: <the usual fix> (docs/invariants.md#name)``; None for an invariant without one.
+    ``agent``: the worker is an agent (``is_agent``), told the fix in its own terms."""
+    fix = usual_fix(name, agent=agent)
+    if not fix:
+        return None
+    where = "docs/agents.md" if agent and name in AGENT_FIXES else link(name)
+    return f"fix: {fix} ({where})"

@@ -156,8 +156,11 @@ def _case(case: Mapping[str, Any]) -> list[str]:
     groups = by_look(case)
     for name, inv in groups["fail"]:
         lines.append(f"- ❌ failed **{name}**: {reason(inv)}")
-        if name in fixes.FIXES:
-            lines.append(f"  - fix: {fixes.FIXES[name]} ([{fixes.link(name)}]({fixes.link(name)}))")
+        agent = fixes.is_agent(case.get("boundaries_reached") or {})
+        fix = fixes.usual_fix(name, agent=agent)
+        if fix:
+            where = "docs/agents.md" if agent and name in fixes.AGENT_FIXES else fixes.link(name)
+            lines.append(f"  - fix: {fix} ([{where}]({where}))")
     lines += [f"- ⚠️ undecided **{name}**: {reason(inv)}" for name, inv in groups["undecided"]]
     lines += [
         f"- ⚪ not judged: {why}: " + ", ".join(f"`{n}`" for n in names)
