@@ -64,6 +64,7 @@ def build(source: ScenarioFile) -> Scenario:
         settle=settle,
         boundaries=command.boundaries,
         prepare=command.prepare,
+        prepare_sql=command.prepare_sql,
         ledger=command.ledger,
         discover=meta.get("discover"),
         credentials=providers.credentials,

@@ -22,6 +22,8 @@ class CommandSettings:
     boundaries: tuple[str, ...] | None = None
     #: a ``module:function`` creating its own tables
     prepare: str | None = None
+    #: or SQL statements doing it, run on the seeded case database
+    prepare_sql: tuple[str, ...] | None = None
     #: a ``module:attr`` naming the ``LedgerAdapter`` that reads its own ledger
     ledger: str | None = None
     #: its own environment variables, as templates
@@ -35,6 +37,7 @@ def read_command(
     return CommandSettings(
         boundaries=_boundaries(source, meta),
         prepare=_prepare(source, meta),
+        prepare_sql=_prepare_sql(source, meta),
         ledger=_ledger(source, meta),
         env=_worker_env(source, meta, providers),
     )
@@ -69,6 +72,25 @@ def _prepare(source: ScenarioFile, meta: dict[str, Any]) -> str | None:
             "expected module:function, for a cmd: system (a Python system brings its own)",
         )
     return prepare_ref
+
+
+def _prepare_sql(source: ScenarioFile, meta: dict[str, Any]) -> tuple[str, ...] | None:
+    raw = meta.get("prepare_sql")
+    if raw is None:
+        return None
+    if not _is_cmd(meta):
+        raise source.error(
+            "scenario", "prepare_sql", "only a cmd: system's scenario prepares its tables"
+        )
+    if "prepare" in meta:
+        raise source.error(
+            "scenario", "prepare_sql", "prepare and prepare_sql both given: choose one"
+        )
+    if not raw or not all(isinstance(x, str) and x.strip() for x in raw):
+        raise source.error(
+            "scenario", "prepare_sql", "expected a non-empty list of SQL statements, as text"
+        )
+    return tuple(raw)
 
 
 def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | None:

@@ -24,6 +24,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "seed": (int,),
         "boundaries": (list,),
         "prepare": (str,),
+        "prepare_sql": (list,),
         "ledger": (str,),
         "env": (dict,),
         "discover": (bool,),

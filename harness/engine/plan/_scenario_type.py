@@ -57,6 +57,8 @@ class Scenario:
     #: through the reference ledger) and a ``module:function`` creating its own tables
     boundaries: tuple[str, ...] | None = None
     prepare: str | None = None
+    #: or SQL statements run on the seeded case database (``_SqlPrepare``)
+    prepare_sql: tuple[str, ...] | None = None
     #: for a ``cmd:`` system: a ``module:attr`` naming the ``LedgerAdapter`` that reads its
     #: own ledger (``harness.agents`` has one for a LangGraph agent's checkpoints)
     ledger: str | None = None
@@ -113,13 +115,18 @@ class Scenario:
 
     def _named_system(self) -> System:
         env = self.env or None
-        if self.boundaries is None and self.prepare is None and self.ledger is None:
+        if (
+            self.boundaries is None
+            and self.prepare is None
+            and self.prepare_sql is None
+            and self.ledger is None
+        ):
             if env is not None:
                 return systems.command_system(self.system[len("cmd:") :], env=env)
             return systems.resolve(self.system)
         from harness.usersystem import command_user_system
 
-        prepare = None
+        prepare: Any = None if self.prepare_sql is None else _SqlPrepare(self.prepare_sql)
         if self.prepare is not None:
             try:
                 prepare = _import_function(self.prepare, "[scenario] prepare")
@@ -195,3 +202,29 @@ def _import_function(ref: str, where: str) -> Any:
     if not callable(found):
         raise BadInputError(f"{where}: {ref!r} is not a function (expected module:function)")
     return found
+
+
+class _SqlPrepare:
+    """``[scenario] prepare_sql``: the statements run in order, in one transaction, on the
+    case's database once the harness has seeded its work (``run_requests``, ``roster``), so
+    an agent's own tables can be filled from it in a line of SQL instead of a Python module.
+    It declares no intent of its own: the intent is the work the harness seeded."""
+
+    __qualname__ = "prepare_sql"
+
+    def __init__(self, statements: tuple[str, ...]) -> None:
+        self.statements = statements
+
+    def __call__(self, engine: Any) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        with engine.begin() as conn:
+            for n, statement in enumerate(self.statements, 1):
+                try:
+                    conn.exec_driver_sql(statement)
+                except SQLAlchemyError as exc:
+                    first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+                    raise BadInputError(
+                        f"[scenario] prepare_sql statement {n} failed on the case's "
+                        f"database: {first}"
+                    ) from None
