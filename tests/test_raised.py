@@ -27,6 +27,34 @@ def test_the_innermost_frame_of_the_workers_own_code_is_named(tmp_path: Path) ->
     assert _raised.parse("worker w1 said goodbye\n") is None
 
 
+def test_a_tail_cut_inside_a_framework_s_long_traceback_still_names_the_raise(
+    tmp_path: Path,
+) -> None:
+    """The report keeps the last 4,000 bytes of stderr: a tool raising under LangGraph has
+    its "Traceback" header far above that, and a note ("During task with name 'tools'")
+    after the exception. The one line is still given, with the worker's own frame."""
+    worker = tmp_path / "agent.py"
+    library = tmp_path / "site-packages" / "framework.py"  # eighty frames of "a framework"
+    library.parent.mkdir()
+    library.write_text(
+        "".join(f"def f{n}(call):\n    return f{n + 1}(call)\n\n" for n in range(80))
+        + "def f80(call):\n    return call()\n"
+    )
+    worker.write_text(
+        "import json\nimport sys\n\n\ndef tool():\n    json.loads('not json')\n\n\n"
+        f"sys.path.insert(0, {str(library.parent)!r})\nimport framework\n\n"
+        "try:\n    framework.f0(tool)\nexcept Exception as e:\n"
+        "    e.add_note(\"During task with name 'tools' and id 'x'\")\n    raise\n"
+    )
+    proc = subprocess.run([sys.executable, str(worker)], capture_output=True, text=True)
+    tail = proc.stderr[-4000:]
+    assert "Traceback (most recent" not in tail  # the header was cut off
+    raised = _raised.parse(tail)
+    assert raised is not None
+    assert raised.exception == "json.decoder.JSONDecodeError"
+    assert raised.where == f"{worker}:6 in tool"
+
+
 def test_a_naive_worker_that_raises_on_a_dropped_reply_gets_one_line(tmp_path: Path) -> None:
     outbox = ROOT / "examples" / "outbox"
     proc = subprocess.run(

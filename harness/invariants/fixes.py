@@ -107,7 +107,8 @@ AGENT_FIXES: dict[str, str] = {
     ),
     "no_silent_loss": (
         "record each run before the agent starts (an intake row), and on start-up resume"
-        " every thread that has not finished: a crash before its first checkpoint drops it"
+        " every thread that has not finished, pending tasks included (LangGraph:"
+        " `state.next or state.tasks`), and start every run with no thread at all"
     ),
 }
 

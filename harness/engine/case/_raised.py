@@ -52,6 +52,8 @@ def parse(stderr: str) -> Raised | None:
     start = max(
         (i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent")), default=None
     )
+    if start is None:  # a tail cut inside a long traceback (a framework's frames): its frames
+        start = next((i - 1 for i, ln in enumerate(lines) if _FRAME.match(ln)), None)
     if start is None:
         return None
     where: str | None = None

@@ -120,7 +120,24 @@ def _after_anomaly(
     if not dead:
         return checks
     why = ", ".join(f"{o.worker} {o.kind.value}" for o in dead)
-    return _undecided(checks, why, f"the work was never finished ({why})")
+    names = set(_NEEDS_COMPLETION)
+    if _only_unfinished(checks.get("accepted_reconciled_or_unknown")):
+        names.add("accepted_reconciled_or_unknown")
+    return _undecided(checks, why, f"the work was never finished ({why})", names=names)
+
+
+#: ledger states that say "not finished yet", not "given up": what a dead worker leaves
+_UNFINISHED = frozenset({"pending", "claimed", "missing"})
+
+
+def _only_unfinished(check: CheckResult | None) -> bool:
+    """Whether every accepted effect ``accepted_reconciled_or_unknown`` failed on ends in a
+    row its dead worker left unfinished (pending, claimed, no row yet): a consequence of the
+    death, like a loss. A row the worker wrote ``failed`` is its own word and stands."""
+    if check is None or check.status is not Status.FAIL:
+        return False
+    problems = check.evidence.get("unreconciled") or []
+    return bool(problems) and all(p.get("ledger_status") in _UNFINISHED for p in problems)
 
 
 def _after_deadline(
