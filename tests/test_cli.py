@@ -312,6 +312,9 @@ def test_a_replay_says_so_and_leaves_the_reports_of_the_run_it_replays(tmp_path:
     again = _run("replay", "boundary-after-ack", "--seed", "1", "--case", case, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.startswith("replay boundary-after-ack · "), again.stdout
+    # a run of chosen cases of a sweep scenario is a run, not a sweep
+    chosen = _run("run", "fault-clock-jump", "--case", case, "--report-dir", "c", cwd=tmp_path)
+    assert chosen.stdout.startswith("run fault-clock-jump · "), chosen.stdout
     assert (tmp_path / "reports" / "report.json").read_bytes() == written
     replayed = json.loads((tmp_path / "reports" / "replay" / "report.json").read_text())
     assert [c["id"] for c in replayed["cases"]] == [case]

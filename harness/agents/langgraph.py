@@ -53,10 +53,13 @@ class LangGraphCheckpoints(LedgerAdapter):
         "cannot be told from the first",
         "provider_message_id": f"{NO_RECORD}; it holds no provider receipt",
         "idempotency_key": f"{NO_RECORD}; it does not say which key the tool sent",
+        "body_hash": f"{NO_RECORD}; it holds the model's arguments, not the body the tool sent",
     }
     parts_not_given: ClassVar[Mapping[str, str]] = {
         "committed_runs": f"{NO_RECORD}; a thread commits no decision apart from it",
         "frozen_destinations": f"{NO_RECORD}; the recipients are whatever the model called",
+        "audit": "the agent keeps no audit trail: a checkpoint records the run's state, not "
+        "each attempt, so what was tried and flagged cannot be read",
     }
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -241,7 +241,8 @@ def _execute(
         mode = mode or scenario.mode
         progress.label = mode
         click.echo(
-            f"{verb or mode} {scenario.name} · system {settings.system.name} · seed "
+            f"{verb or ('run' if only else mode)} {scenario.name} · system "
+            f"{settings.system.name} · seed "
             f"{settings.seed} · db {settings.database_shown}"
         )
         cases: list[CaseSpec]
