@@ -85,9 +85,11 @@ def _case(report: dict[str, Any], case_id: str) -> dict[str, Any]:
 
 
 def test_the_programs_import_nothing_of_the_harness_nor_the_harness_of_them() -> None:
-    """The examples are programs as they ship; the harness stays free of both frameworks."""
+    """The examples are programs as they ship (a scenario's ``ledger.py`` beside one is glue,
+    never imported by it); the harness stays free of both frameworks."""
     for program in sorted(AGENTS.rglob("*.py")):
-        assert "harness" not in program.read_text(), program
+        if program.name != "ledger.py":
+            assert "harness" not in program.read_text(), program
     for source in sorted((ROOT / "harness").rglob("*.py")):
         text = source.read_text()
         assert not re.search(r"^\s*(import|from)\s+(dbos|pydantic_ai)\b", text, re.M), source
