@@ -152,3 +152,46 @@ def test_the_adapter_is_refused_on_a_database_it_cannot_sit_beside() -> None:
         engine.dispose()
     assert ledger.refused is not None
     assert "tools is empty" in ledger.refused
+
+
+def test_a_scenario_names_the_agents_record_inline_without_a_module_of_glue(
+    tmp_path: Path,
+) -> None:
+    """``ledger = { langgraph = { notify = "destination" } }``: one line of the scenario
+    instead of a three-line module, read the same way."""
+    from harness.engine.plan import scenario as scenario_mod
+
+    path = tmp_path / "agent.toml"
+    path.write_text(
+        '[scenario]\nsystem = "cmd:true"\nledger = { langgraph = { notify = "destination" } }\n'
+    )
+    system = scenario_mod.load(path).checked_system()
+    db = tmp_path / "case.sqlite"
+    _run(db, "run-1", ["a@x"])
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        ledger = system.read_ledger(engine)
+    finally:
+        engine.dispose()
+    assert ledger.refused is None, ledger.refused
+    assert [(r.destination, r.delivery_status) for r in ledger.deliveries] == [("a@x", "delivered")]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('{ crewai = { notify = "to" } }', r"expected module:attr, or for a cmd: system langgraph"),
+        ("{ langgraph = {} }", r"langgraph: expected langgraph = \{ TOOL = ARGUMENT \}"),
+        ("{ langgraph = { notify = 1 } }", r"langgraph: expected"),
+    ],
+)
+def test_an_inline_record_the_harness_cannot_read_is_the_ledger_lines_error(
+    tmp_path: Path, value: str, expected: str
+) -> None:
+    from harness.engine.plan import scenario as scenario_mod
+    from harness.errors import BadInputError
+
+    path = tmp_path / "agent.toml"
+    path.write_text(f'[scenario]\nsystem = "cmd:true"\nledger = {value}\n')
+    with pytest.raises(BadInputError, match=rf"agent.toml:3: \[scenario.ledger\] {expected}"):
+        scenario_mod.load(path)

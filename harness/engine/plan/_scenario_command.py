@@ -24,8 +24,9 @@ class CommandSettings:
     prepare: str | None = None
     #: or SQL statements doing it, run on the seeded case database
     prepare_sql: tuple[str, ...] | None = None
-    #: a ``module:attr`` naming the ``LedgerAdapter`` that reads its own ledger
-    ledger: str | None = None
+    #: a ``module:attr`` naming the ``LedgerAdapter`` that reads its own ledger, or a
+    #: framework's record named inline (``{ langgraph = { notify = "destination" } }``)
+    ledger: str | dict[str, dict[str, str]] | None = None
     #: its own environment variables, as templates
     env: dict[str, str] = field(default_factory=dict)
 
@@ -93,8 +94,14 @@ def _prepare_sql(source: ScenarioFile, meta: dict[str, Any]) -> tuple[str, ...] 
     return tuple(raw)
 
 
-def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | None:
-    ref: str | None = meta.get("ledger")
+#: the frameworks whose record a scenario names inline, and what each takes
+_INLINE = {"langgraph": "each sending tool and the argument naming its recipient"}
+
+
+def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | dict[str, dict[str, str]] | None:
+    ref = meta.get("ledger")
+    if isinstance(ref, dict):
+        return _inline_ledger(source, meta, ref)
     if ref is not None and (not _is_cmd(meta) or ref.count(":") != 1):
         raise source.error(
             "scenario",
@@ -103,6 +110,26 @@ def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | None:
             " brings its own)",
         )
     return ref
+
+
+def _inline_ledger(
+    source: ScenarioFile, meta: dict[str, Any], ref: dict[str, Any]
+) -> dict[str, dict[str, str]]:
+    """``ledger = { langgraph = { notify = "destination" } }``: the framework's adapter
+    (``harness.agents``) for these tools, without a module of glue."""
+    expected = "; ".join(f"{k} = {{ TOOL = ARGUMENT }}: {v}" for k, v in _INLINE.items())
+    if not _is_cmd(meta) or len(ref) != 1 or next(iter(ref)) not in _INLINE:
+        raise source.error(
+            "scenario", "ledger", f"expected module:attr, or for a cmd: system {expected}"
+        )
+    ((framework, tools),) = ref.items()
+    if (
+        not isinstance(tools, dict)
+        or not tools
+        or not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in tools.items())
+    ):
+        raise source.error("scenario", "ledger", f"{framework}: expected {expected}")
+    return {framework: dict(tools)}
 
 
 def _worker_env(source: ScenarioFile, meta: dict[str, Any], providers: list[str]) -> dict[str, str]:

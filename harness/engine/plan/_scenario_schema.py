@@ -25,7 +25,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "boundaries": (list,),
         "prepare": (str,),
         "prepare_sql": (list,),
-        "ledger": (str,),
+        "ledger": (str, dict),
         "env": (dict,),
         "discover": (bool,),
     },

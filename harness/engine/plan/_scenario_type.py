@@ -61,7 +61,7 @@ class Scenario:
     prepare_sql: tuple[str, ...] | None = None
     #: for a ``cmd:`` system: a ``module:attr`` naming the ``LedgerAdapter`` that reads its
     #: own ledger (``harness.agents`` has one for a LangGraph agent's checkpoints)
-    ledger: str | None = None
+    ledger: str | dict[str, dict[str, str]] | None = None
     #: ``[scenario] discover``: crash at the worker's sends and commits too, found without a
     #: line in it (``harness.engine.process._hooks``); None: the system's own default (on for a
     #: program that declares no boundaries)
@@ -134,7 +134,9 @@ class Scenario:
                 text = read_quietly(self.path)
                 raise error_at(self.path, text, "scenario", "prepare", str(exc)) from None
         ledger: Any = None  # checked to be a LedgerAdapter by command_user_system
-        if self.ledger is not None:
+        if isinstance(self.ledger, dict):  # a framework's record, resolved by usersystem
+            ledger = self.ledger
+        elif self.ledger is not None:
             try:
                 ledger = systems.import_attr(
                     self.ledger, where="[scenario] ledger", error=BadInputError
