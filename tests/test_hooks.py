@@ -430,6 +430,8 @@ def test_child_env_puts_the_hooks_first_and_keeps_the_path(tmp_path: Path) -> No
         ("/srv/app/plain_worker.py", 42, "plain_worker.42"),
         ("/srv/app/my.worker v2.py", 7, "my_worker_v2.7"),
         ("<string>", 3, "_string_.3"),
+        ("/srv/app/notifier/__main__.py", 37, "notifier.37"),  # python -m notifier
+        ("/srv/app/notifier/__init__.py", 5, "notifier.5"),
     ],
 )
 def test_a_call_site_is_a_stem_a_case_id_can_hold(filename: str, line: int, where: str) -> None:

@@ -94,9 +94,13 @@ def _kind_of(filename: str) -> int:
 
 
 def point_where(filename: str, line: int) -> str:
-    """``<file stem>.<line>``, the stem cut down to what a case id may hold."""
+    """``<file stem>.<line>``, the stem cut down to what a case id may hold. A package's
+    ``__main__.py`` or ``__init__.py`` is named by its package (``python -m notifier``
+    sends from ``notifier.37``, not from ``__main__.37``, which every package shares)."""
     stem = os.path.basename(filename)
     stem = stem[:-3] if stem.endswith(".py") else stem
+    if stem in ("__main__", "__init__"):
+        stem = os.path.basename(os.path.dirname(filename)) or stem
     return f"{re.sub(r'[^A-Za-z0-9_-]', '_', stem) or '_'}.{line}"
 
 
