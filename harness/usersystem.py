@@ -706,7 +706,7 @@ def command_user_system(
     *,
     boundaries: Sequence[str],
     prepare: Prepare | None = None,
-    ledger: LedgerAdapter | type[LedgerAdapter] | Mapping[str, Any] | None = None,
+    ledger: LedgerAdapter | type[LedgerAdapter] | None = None,
     intent: IntentQuery | None = None,
     env: Mapping[str, str] | None = None,
 ) -> System:
@@ -724,8 +724,6 @@ def command_user_system(
     program calls no ``boundary()``, and its crash points are the sends and commits its dry
     run makes (``System.discover``).
     """
-    if isinstance(ledger, Mapping):  # a framework's record named inline by a scenario
-        ledger = framework_ledger(ledger)
     if not boundaries:  # no boundary() in the program: crash where its dry run sends and commits
         name = f"cmd:{command}"
         prepare_case, reader, declared = _user_parts(name, ledger, prepare, intent)
@@ -754,17 +752,6 @@ def command_user_system(
         intent=shape.intent,
         env=env,
     )
-
-
-def framework_ledger(spec: Mapping[str, Any]) -> type[LedgerAdapter]:
-    """The adapter a scenario names inline, ``{"langgraph": {"notify": "destination"}}``: the
-    framework's reader in ``harness.agents`` for those sending tools."""
-    ((framework, tools),) = spec.items()
-    if framework != "langgraph":
-        raise SystemDefinitionError(f"ledger: no reader for {framework!r}; expected langgraph")
-    from harness.agents.langgraph import LangGraphCheckpoints
-
-    return type("Checkpoints", (LangGraphCheckpoints,), {"tools": dict(tools)})
 
 
 def _never_called(config: WorkerConfig) -> None:  # pragma: no cover - replaced by the command

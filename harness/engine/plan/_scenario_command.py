@@ -96,6 +96,9 @@ def _prepare_sql(source: ScenarioFile, meta: dict[str, Any]) -> tuple[str, ...] 
 
 #: the frameworks whose record a scenario names inline, and what each takes
 _INLINE = {"langgraph": "each sending tool and the argument naming its recipient"}
+#: the adapter each one is read by, named as a scenario's ``ledger = "module:attr"`` names
+#: one (``harness.agents`` is optional code the engine never imports: it is found by name)
+INLINE_ADAPTERS = {"langgraph": "harness.agents.langgraph:LangGraphCheckpoints"}
 
 
 def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | dict[str, dict[str, str]] | None:

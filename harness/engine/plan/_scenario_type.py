@@ -15,6 +15,7 @@ from typing import Any
 
 from harness import systems
 from harness.engine.plan._providers import ProviderSpec
+from harness.engine.plan._scenario_command import INLINE_ADAPTERS
 from harness.engine.plan._scenario_toml import ScenarioError, error_at, read_quietly
 from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process.lifecycle import Lifecycle
@@ -134,8 +135,12 @@ class Scenario:
                 text = read_quietly(self.path)
                 raise error_at(self.path, text, "scenario", "prepare", str(exc)) from None
         ledger: Any = None  # checked to be a LedgerAdapter by command_user_system
-        if isinstance(self.ledger, dict):  # a framework's record, resolved by usersystem
-            ledger = self.ledger
+        if isinstance(self.ledger, dict):  # a framework's record, its adapter found by name
+            ((framework, tools),) = self.ledger.items()
+            base: Any = systems.import_attr(
+                INLINE_ADAPTERS[framework], where="[scenario] ledger", error=BadInputError
+            )
+            ledger = type("Checkpoints", (base,), {"tools": dict(tools)})
         elif self.ledger is not None:
             try:
                 ledger = systems.import_attr(
