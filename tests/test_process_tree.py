@@ -12,6 +12,7 @@ to the same: nothing of a walled worker outlives it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -315,3 +316,63 @@ def test_a_double_forked_daemon_is_a_straggler_in_walk_mode_too(
         assert _start_time(pid) != start or not _alive(pid), "the daemon outlived its worker"
     finally:
         _kill_if_same(out / "daemon.pid")
+
+
+def _forking_worker(outdir: Path, forks: int) -> None:
+    """A main process that keeps forking (as RQ's main forks a work-horse per job) while its
+    first child reaches a boundary armed to crash the whole worker."""
+    ready_r, ready_w = os.pipe()
+    horse = os.fork()
+    if horse == 0:
+        os.close(ready_w)
+        os.read(ready_r, 1)  # the main is forking by now
+        boundary("in_horse")
+        os._exit(0)
+    os.close(ready_r)
+    for n in range(forks):
+        child = os.fork()
+        if child == 0:
+            (outdir / f"child{n}.pid").write_text(str(os.getpid()))
+            signal.pause()
+            os._exit(0)
+        if n == 3:
+            os.write(ready_w, b"x")
+    os.waitpid(horse, 0)
+
+
+def test_worker_scope_kill_catches_a_fork_under_way(tmp_path: Path, tree_mode: str) -> None:
+    """A process stopped in the middle of fork() finishes it before it stops: the kill walks
+    the tree again only once every process it signalled is seen stopped, so a child forked
+    while the kill went on is killed too (an RQ main's new work-horse once outlived it)."""
+    left: list[str] = []
+    for n in range(10):
+        out = tmp_path / f"out{n}"
+        out.mkdir()
+        t = tmp_path / f"trace{n}.jsonl"
+        try:
+            with Supervisor(workdir=tmp_path) as sup:
+                w = sup.start(
+                    f"w{n}",
+                    partial(_forking_worker, out, 400),
+                    trace_path=t,
+                    arms=[Arm("in_horse")],
+                )
+                outcome = sup.wait(w, timeout_s=30, trace_path=t)
+                alive = [p for p in _written_pids(out) if _alive(p)]
+                if (
+                    outcome.kind is not OutcomeKind.CRASHED_AS_PLANNED
+                    or alive
+                    or outcome.stragglers
+                ):
+                    left.append(f"round {n}: {outcome.kind} {outcome.stragglers} alive {alive}")
+        finally:
+            for pid in _written_pids(out):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
+def _written_pids(outdir: Path) -> list[int]:
+    """The pids the children wrote (one killed mid-write left an empty file: it is counted
+    by the outcome's stragglers, if it could still run, not here)."""
+    return [int(t) for f in sorted(outdir.glob("*.pid")) if (t := f.read_text().strip())]

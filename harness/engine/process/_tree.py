@@ -127,7 +127,9 @@ class ProcessTree:
 
 def _stop_all(members: Callable[[], set[int]], me: int) -> set[int]:
     """SIGSTOP every member but ``me`` until no new one appears (a stopped process cannot
-    fork); returns the stopped ones."""
+    fork); returns the stopped ones. A stop takes effect when its process next leaves the
+    kernel: one in the middle of ``fork()`` finishes it first, so the walk is repeated only
+    once every process signalled is seen stopped (its child, if any, is then listed)."""
     stopped: set[int] = set()
     while True:
         fresh = members() - stopped - {me}
@@ -136,7 +138,30 @@ def _stop_all(members: Callable[[], set[int]], me: int) -> set[int]:
         for pid in fresh:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
+        _until_stopped(fresh)
         stopped |= fresh
+
+
+def _until_stopped(pids: set[int], timeout_s: float = 1.0) -> None:
+    """Wait (bounded) until each of ``pids`` is stopped or gone: the kernel says so only in
+    /proc, with nothing to wait on, so it is read again every half millisecond."""
+    deadline = time.monotonic() + timeout_s
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        waiting = {pid for pid in waiting if _state(pid) not in (b"T", b"t", b"Z", b"X", None)}
+        if waiting:
+            time.sleep(0.0005)
+
+
+def _state(pid: int) -> bytes | None:
+    """A process's state letter (``T`` stopped, ``Z`` zombie, ...); None once it is gone."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[0] if fields else None
 
 
 def kill_descendants(ancestor: int) -> int:
