@@ -155,13 +155,18 @@ def _until_stopped(pids: set[int], timeout_s: float = 1.0) -> None:
 
 def _state(pid: int) -> bytes | None:
     """A process's state letter (``T`` stopped, ``Z`` zombie, ...); None once it is gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat after the command name (state first); None once the process is gone."""
     try:
         with open(f"{_PROC}/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return fields[0] if fields else None
+    return stat[stat.rfind(b")") + 2 :].split()
 
 
 def kill_descendants(ancestor: int) -> int:
@@ -210,14 +215,14 @@ def poll_readable(fds: list[int], timeout_s: float | None) -> list[int]:
 def dying(pid: int) -> bool:
     """Whether ``pid`` is gone or on its way out: a zombie, exiting, or with SIGKILL pending
     (a tree that was just killed is not a set of stragglers)."""
+    fields = _stat_fields(pid)
     try:
-        with open(f"{_PROC}/{pid}/stat", "rb") as f:
-            stat = f.read()
         with open(f"{_PROC}/{pid}/status", "rb") as f:
             status = f.read()
     except OSError:
         return True
-    fields = stat[stat.rfind(b")") + 2 :].split()
+    if not fields:
+        return True
     if fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_EXITING:
         return True
     kill_bit = 1 << (signal.SIGKILL - 1)
