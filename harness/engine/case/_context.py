@@ -114,6 +114,9 @@ class CaseContext:
     provider_epochs: dict[str, int] = field(default_factory=dict)
     #: provider name -> its armed rules (the first provider's list is ``provider_rules``)
     rules_by_provider: dict[str, list[FaultRule]] = field(default_factory=dict)
+    #: set by a fault that took something from under a running worker (its database
+    #: server): an exit of that worker is then normal, and it is restarted as after a crash
+    exit_expected_because: str | None = None
     _torn_down: bool = False
     _spawned: int = 0
     #: daemon worker name -> what the trace and the provider held when it was spawned
@@ -178,6 +181,13 @@ class CaseContext:
         """An exit the scenario calls normal after a crash of one of the worker's processes
         (``exits_after_crash``) is no anomaly: the worker is restarted as after a crash."""
         if outcome.kind is not OutcomeKind.DIED or outcome.exit_code is None:
+            return
+        if self.exit_expected_because is not None:
+            outcome.kind = OutcomeKind.EXITED_AFTER_CRASH
+            outcome.note = (
+                f"exit {outcome.exit_code} after {self.exit_expected_because}: restarted, as"
+                " its supervisor would"
+            )
             return
         if outcome.exit_code not in self.lifecycle.exits_after_crash:
             return
@@ -255,6 +265,15 @@ class CaseContext:
             self._missed_deadline(watch, decision)
             return self._stop(worker, "settle deadline")
 
+    def _crash_underway(self, worker: RunningWorker) -> bool:
+        """Whether a process of ``worker`` traced a planned crash that ends the worker's first
+        process (scope ``worker`` or ``parent``): it is being killed."""
+        if not any(a.action in ("crash", "pause") and a.scope != "process" for a in worker.arms):
+            return False
+        return any(
+            ev.event == "crash" and ev.worker == worker.name for ev in trace.read(self.trace_path)
+        )
+
     def _startup_allowance(self, settle: Settle) -> float:
         """How long a daemon may show no sign of life before it counts as started: the
         worker deadline until a worker of this case has shown one, then twice the slowest
@@ -323,6 +342,10 @@ class CaseContext:
         self.gave_up = True
 
     def _stop(self, worker: RunningWorker, reason: str) -> WorkerOutcome:
+        if self._crash_underway(worker) and self.supervisor.ends_within(worker, DUMP_GRACE_S):
+            # its planned crash was on its way when the system looked settled (a pool child
+            # traced it and is killing the tree): a stop now would take the crash's place
+            return self.supervisor.wait(worker, timeout_s=DUMP_GRACE_S, trace_path=self.trace_path)
         return self.supervisor.stop(
             worker,
             sig=self.lifecycle.signum,

@@ -45,7 +45,10 @@ def classify(
             hit=None,
             **common,
         )
-    if worker.stopped_by is not None:  # the harness asked it to end; however it ended
+    if worker.stopped_by is not None and not _crash_came_first(worker, status, events):
+        # the harness asked it to end; however it ended
+        if worker.stop_dump is not None:  # it outlived its grace: where it was stuck
+            common["stack_dump"] = _secrets.scrub(worker.stop_dump)
         return WorkerOutcome(
             kind=OutcomeKind.STOPPED,
             exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
@@ -61,6 +64,17 @@ def classify(
             kind=kind, exit_code=code, signal=None, boundary=None, hit=None, **common
         )
     return _killed_by(worker, os.WTERMSIG(status), events, common)
+
+
+def _crash_came_first(worker: RunningWorker, status: int, events: list[trace.TraceEvent]) -> bool:
+    """A SIGKILL the stop did not send (it sent its own signal, with no SIGKILL after the
+    grace) to a worker one of whose processes had traced a crash: the planned crash, under
+    way when the stop was sent, ended it, and the crash is what it is classified by."""
+    if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+        return False
+    if "SIGKILL" in (worker.stopped_by or "") or worker.stopped_by == "SIGKILL":
+        return False
+    return any(ev.event == "crash" and ev.worker == worker.name for ev in events)
 
 
 def _quoted_output(worker: RunningWorker, ended: float, stack_dump: str | None) -> dict[str, Any]:

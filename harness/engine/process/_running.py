@@ -40,6 +40,8 @@ class RunningWorker:
     crash_released: bool = False
     #: how the harness stopped this (daemon) worker: "SIGTERM", or "SIGTERM then SIGKILL"
     stopped_by: str | None = None
+    #: what it wrote after SIGABRT when it outlived its stop signal's grace (else None)
+    stop_dump: str | None = None
     #: behind the wall: the first process's pid inside its PID namespace (its trace's pids
     #: are the namespace's); None outside
     ns_pid: int | None = None

@@ -454,7 +454,9 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker.pid, sig)
             if not wait_readable([pidfd], grace_s):
-                worker.stopped_by = f"{sig.name}, then SIGKILL after {grace_s:g}s"
+                worker.stopped_by = (
+                    f"{sig.name}, then SIGABRT (its stacks) and SIGKILL after {grace_s:g}s"
+                )
                 trace.append(
                     trace_path,
                     event="stop_forced",
@@ -462,7 +464,8 @@ class Supervisor:
                     pid=worker.pid,
                     grace_s=grace_s,
                 )
-                _killing.kill_tree(worker)
+                # a worker that ignores its stop signal is stuck somewhere: say where
+                worker.stop_dump = _killing.dump_and_kill(worker, pidfd)
         finally:
             os.close(pidfd)
         outcome = self.wait(worker, timeout_s=DUMP_GRACE_S + grace_s, trace_path=trace_path)
