@@ -31,3 +31,15 @@ needs_redis = pytest.mark.skipif(not redis_up(), reason="Redis is not running on
 needs_fake_clock = pytest.mark.skipif(
     not _have_fake_clock(), reason="no C compiler builds the clock preload (apt-get install gcc)"
 )
+
+
+def _pg_server_why() -> str | None:
+    from harness.engine.process import _pg_cluster
+
+    return _pg_cluster.unavailable()
+
+
+needs_pg_binaries = pytest.mark.skipif(
+    _pg_server_why() is not None,
+    reason=f"no throwaway PostgreSQL server: {_pg_server_why()} (apt-get install postgresql)",
+)

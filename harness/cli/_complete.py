@@ -34,6 +34,7 @@ FAULT_KINDS: dict[str, bool] = {
     "clock_jump": True,
     "roster_change": True,
     "restore_backup": True,
+    "db_restart": True,
     "provider_accept_then_drop": False,
     "provider_timeout": False,
     "provider_5xx": False,

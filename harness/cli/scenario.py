@@ -240,6 +240,8 @@ def _execute(
         settings = _settings(scenario, seed=seed, db_url=db_url, keep=keep, set_words=set_words)
         mode = mode or scenario.mode
         progress.label = mode
+        if only or mode == "list":  # known now: the header says where they run
+            settings.cases = [CaseSpec.parse(c) for c in only] if only else list(scenario.cases)
         click.echo(
             f"{verb or ('run' if only else mode)} {scenario.name} · system "
             f"{settings.system.name} · seed "

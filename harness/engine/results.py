@@ -262,10 +262,24 @@ class CampaignSettings:
     #: of its own in the given database, or ``database``, a database of its own on its
     #: server (for a worker that names ``public`` or a framework making its own schemas)
     db_isolation: str = "schema"
+    #: ``throwaway``: the campaign runs on a PostgreSQL server it made (``db_url`` is that
+    #: server's, set by ``Campaign``), for faults that restart the server; None: the given one
+    db_server: str | None = None
+
+    @property
+    def on_own_server(self) -> bool:
+        """Whether the campaign runs on a throwaway PostgreSQL server of its own: one of
+        its cases restarts the database server (``db_restart``), which the harness never
+        does to a server it was given."""
+        return self.db_server == "throwaway" or any(
+            step.fault == "db_restart" for case in self.cases or () for step in case.steps
+        )
 
     @property
     def database_shown(self) -> str:
         """The campaign's database as its first console line says it."""
+        if self.on_own_server:
+            return "postgresql, a throwaway server the harness made"
         if not (self.db_url or "").startswith("postgresql"):
             return "sqlite"
         return "postgresql" if self.db_isolation == "schema" else "postgresql, a database per case"
@@ -294,6 +308,8 @@ class CampaignResult:
 
     @property
     def database_kind(self) -> str:
+        if self.settings.on_own_server:
+            return "postgresql"
         url = self.settings.db_url
         return "postgresql" if url and url.startswith("postgresql") else "sqlite"
 

@@ -9,6 +9,7 @@ from harness.faults import (
     clock_jump,
     concurrent_claim,
     crash,
+    db_restart,
     liveness,
     pause_past_lease,
     provider,
@@ -26,6 +27,7 @@ FAULTS: dict[str, FaultSpec] = {
         clock_jump.FAULT,
         roster_change.FAULT,
         restore_backup.FAULT,
+        db_restart.FAULT,
         *provider.FAULTS,
         *liveness.FAULTS,
     )

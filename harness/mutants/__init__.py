@@ -26,6 +26,7 @@ from harness.mutants import (
     resend_after_interrupted_recovery,
     sends_again_under_new_ids,
     shared_done_flag,
+    swallows_db_error,
     transcript_rebuild,
     trusts_restored_ledger,
     unknown_as_failed,
@@ -59,4 +60,5 @@ CATALOGUE: dict[str, Callable[[], System]] = {
     "ignores_retry_after": ignores_retry_after.system,
     "body_per_run": body_per_run.system,
     "sends_again_under_new_ids": sends_again_under_new_ids.system,
+    "swallows_db_error": swallows_db_error.system,
 }

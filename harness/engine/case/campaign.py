@@ -29,9 +29,10 @@ from harness.engine.plan import credentials as credentials_mod
 from harness.engine.plan._plan import default_cases, validate_cases
 from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.plan.workload import Workload, build_workload
+from harness.engine.process import _pg_cluster
 from harness.engine.process.supervisor import Supervisor
 from harness.engine.results import CampaignResult, CampaignSettings, CaseResult
-from harness.engine.store import _db, _pgdb, _room, _scratch, _secrets
+from harness.engine.store import _db, _outage, _pgdb, _room, _scratch, _secrets
 from harness.errors import BadInputError
 from harness.invariants import Status
 from harness.names import near_side_kind
@@ -67,6 +68,20 @@ class Campaign:
         #: as the caller gave them; ``settings`` becomes this campaign's own copy once its
         #: provider is up (parallel jobs start from these, with providers of their own)
         self.given_settings = settings
+        self.server: _pg_cluster.Cluster | None = None
+        if restarts_server(settings):
+            # made here, before anything reads db_url; removed when the campaign ends
+            # (a forked job makes its own: the server restarted must be its own child)
+            self.server = own_server(settings)
+            settings = replace(settings, db_url=self.server.url, db_server="throwaway")
+        try:
+            self._init(settings)
+        except BaseException:
+            if self.server is not None:
+                self.server.remove()
+            raise
+
+    def _init(self, settings: CampaignSettings) -> None:
         self.settings = settings
         if settings.db_url is not None:
             _secrets.hand_out_url(settings.db_url)
@@ -90,6 +105,8 @@ class Campaign:
         self.secret = self.credentials[0].secret
         _secrets.hand_out(*(c.secret for c in self.credentials))
         self._stack = contextlib.ExitStack()
+        if self.server is not None:
+            self._stack.callback(self.server.remove)
         self.provider: ProviderProcess | None = None
         #: every provider by name, the first being ``provider`` (``[provider.NAME]``)
         self.providers: dict[str, ProviderProcess] = {}
@@ -102,6 +119,8 @@ class Campaign:
         #: why the provider is gone for good (it died and would not restart): every later
         #: case is then reported unknown, not run
         self.provider_gone: str | None = None
+        #: why no further case can run: the database server went away and stayed away
+        self.db_gone: str | None = None
 
     def __enter__(self) -> Campaign:
         # what runs killed before they could clean up left behind (work dirs, case schemas
@@ -229,6 +248,8 @@ class Campaign:
                 notes.append(revived)
             if self.provider_gone is not None:
                 return not_run(self.settings, case, self.provider_gone)
+            if self.db_gone is not None:
+                return not_run(self.settings, case, self.db_gone)
             try:
                 result = run_case(
                     self.settings,
@@ -248,6 +269,9 @@ class Campaign:
                 if cannot is not None:  # the machine's failure, never the worker's
                     self.supervisor.kill_live()
                     return not_run(self.settings, case, cannot, ran=True)
+                lost = self._database_lost(exc)
+                if lost is not None:  # the server's failure, never the worker's
+                    return not_run(self.settings, case, lost, ran=True)
                 providers = list(self.providers.values())
                 if _provider_watch.first_loss(providers, grace_s=DEATH_GRACE_S) is None:
                     raise
@@ -258,6 +282,29 @@ class Campaign:
         dead = [p for p in self.providers.values() if not p.running] or [self.provider]
         name = _provider_watch.name_of(dead[0])
         return not_run(self.settings, case, f"{name} died {OPENING_ATTEMPTS} times as it opened")
+
+    def _database_lost(self, exc: Exception) -> str | None:
+        """Why the case is given up when ``exc`` says the database server went away under
+        the harness (None: it did not); the campaign's next cases are not run if it has not
+        come back within ``_outage.BACK_WITHIN_S``."""
+        url = self.settings.db_url
+        down = _outage.unreachable(exc) if (url or "").startswith("postgresql") else None
+        if url is None or down is None:
+            return None
+        assert self.supervisor is not None
+        self.supervisor.kill_live()
+        took = _outage.wait_back(url)
+        if took is None:
+            self.db_gone = (
+                f"the database server went away ({down}) and did not take connections again"
+                f" within {_outage.BACK_WITHIN_S:g}s"
+            )
+            return self.db_gone
+        return (
+            f"the database server went away during the case ({down}); it took connections"
+            f" again {took:.1f}s after the harness found it gone, but a case it went away"
+            " in the middle of cannot be judged"
+        )
 
     def _revive_provider(self) -> str | None:
         """If a provider is found dead, stopped or hung before a case, restart it (a note for
@@ -336,6 +383,30 @@ def run_campaign(
     return finish_campaign(result, campaign)
 
 
+#: the faults that restart the campaign's database server (it must be the harness's own)
+SERVER_FAULTS = ("db_restart",)
+
+
+def restarts_server(settings: CampaignSettings) -> bool:
+    """Whether a case of the campaign restarts its database server."""
+    return settings.on_own_server and settings.db_server is None
+
+
+def own_server(settings: CampaignSettings) -> _pg_cluster.Cluster:
+    """A throwaway PostgreSQL server for a campaign whose cases restart it: never the
+    server given with ``--db``, which others share; refused, in one line, on SQLite or a
+    machine without PostgreSQL's server binaries."""
+    if (settings.db_url or "").startswith("sqlite"):
+        raise BadInputError(
+            f"{', '.join(SERVER_FAULTS)} restarts a database server and SQLite has none: run"
+            " it without --db (the harness makes a throwaway PostgreSQL server for it)"
+        )
+    why = _pg_cluster.unavailable()
+    if why is not None:
+        raise BadInputError(f"{', '.join(SERVER_FAULTS)} needs a PostgreSQL server: {why}")
+    return _pg_cluster.create()
+
+
 def finish_campaign(result: CampaignResult, campaign: Campaign) -> CampaignResult:
     """Stamp the end time; drop the work dir if everything passed and nobody asked to keep it."""
     result.finished_at = time.time()
@@ -368,6 +439,7 @@ def run_case(
     ``providers``: every provider of the campaign by name, ``provider`` first (None: that
     one alone); each gets its own epoch, faults, drain and audit."""
     opened = prepare.open_case(settings, case, workdir)
+    said: list[str] = []  # the database server went away and came back on the way
     try:
         prepared = prepare.prepare_case(
             settings,
@@ -384,9 +456,14 @@ def run_case(
             faults_by_provider=faults_by_provider,
         )
         ended = run.run_steps(prepared, case)
-        observation, events = observe.observe_case(settings, prepared)
+        observation, events = _outage.again_when_back(
+            settings.db_url,
+            "read the case's ledger",
+            lambda: observe.observe_case(settings, prepared),
+            said,
+        )
     finally:
-        opened.close()
+        opened.close(said)
     judgement = judge.judge_case(
         prepared.ctx,
         case,
@@ -396,9 +473,11 @@ def run_case(
         lost=ended.lost,
         left_behind=bool(ended.leftovers),
     )
-    return record.record_case(
+    result = record.record_case(
         settings, case, prepared, observation, events, judgement, ended.leftovers
     )
+    result.notes.extend(said)
+    return result
 
 
 def refuse_own_work(system: System, dry: CaseResult) -> None:

@@ -18,7 +18,7 @@ from harness.engine.plan import _glue
 from harness.engine.plan._providers import ProviderSpec, comparison_surface
 from harness.engine.process.supervisor import WorkerOutcome
 from harness.engine.results import CampaignSettings
-from harness.engine.store import _db
+from harness.engine.store import _db, _outage
 from harness.engine.store import trace as trace_store
 from harness.engine.store.trace import TraceEvent
 from harness.errors import GlueError, HarnessError
@@ -99,12 +99,17 @@ def _observe(
             ledger = system.read_ledger(engine)
         finally:
             engine.dispose()
-    except SQLAlchemyError:  # the worker's database as it left it: the checkers say unknown
-        ledger = None
     except HarnessError:
         raise
-    except Exception as exc:  # a bug in the user's adapter is theirs, not the worker's
-        raise GlueError(_glue.describe(f"system {system.name!r}: its read_ledger", exc)) from exc
+    except Exception as exc:
+        if target.kind == "postgresql" and _outage.unreachable(exc) is not None:
+            raise  # the server went away: read again once it is back (_outage)
+        if isinstance(exc, SQLAlchemyError):  # the worker's database as it left it: the
+            ledger = None  # checkers say unknown
+        else:  # a bug in the user's adapter is theirs, not the worker's
+            raise GlueError(
+                _glue.describe(f"system {system.name!r}: its read_ledger", exc)
+            ) from exc
     effects: tuple[EffectRow, ...] | None = ()
     try:
         for name, (provider, epoch) in providers.items():

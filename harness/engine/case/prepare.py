@@ -27,7 +27,7 @@ from harness.engine.plan.workload import Workload, case_intent, seed_database
 from harness.engine.process import _faketime
 from harness.engine.process.supervisor import Supervisor
 from harness.engine.results import CampaignSettings
-from harness.engine.store import _db
+from harness.engine.store import _db, _outage
 from harness.engine.store import trace as trace_store
 from harness.faults.provider import pin_workload_rules
 from harness.intake import INTAKE_ROSTER
@@ -53,11 +53,18 @@ class Opened:
     started: float
     ctx: CaseContext | None = None
 
-    def close(self) -> None:
+    def close(self, notes: list[str] | None = None) -> None:
+        """``notes``: where to say that the database server went away as the case's
+        database was dropped, and that it was dropped once the server was back."""
         if self.ctx is not None:
             self.ctx.tear_down()  # once, however the case ended: the broker's state is the case's
         self.clock.close()
-        _db.drop_target(self.target)
+        _outage.again_when_back(
+            self.target.server_url or self.target.url,
+            "dropped the case's database",
+            lambda: _db.drop_target(self.target),
+            [] if notes is None else notes,
+        )
 
 
 @dataclass

@@ -124,7 +124,7 @@ def replay_command(settings: CampaignSettings, case: CaseSpec) -> str:
     ]
     parts = [*parts, *_overrides.as_args(settings.replay_overrides)]
     parts = [*parts, "--seed", str(settings.seed), "--case", case.id]
-    if settings.db_url is not None:
+    if settings.db_url is not None and settings.db_server is None:
         url = make_url(settings.db_url).render_as_string(hide_password=True)
         parts += ["--db", _secrets.scrub(url)]  # a ?password= too
     return shlex.join(parts)
