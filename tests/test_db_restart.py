@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,7 @@ from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaig
 from harness.engine.process import _pg_cluster
 from harness.engine.store import _outage
 from harness.invariants import Status
+from tests._procs import describe_stuck, processes_with, wait_ready
 from tests._services import needs_pg_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,3 +198,63 @@ def test_a_server_that_stays_away_gives_up_the_case_and_runs_no_more(
     assert [c.verdict for c in cases] == [Status.UNKNOWN, Status.UNKNOWN], [c.notes for c in cases]
     assert "did not take connections again within 0.5s" in (cases[0].undecided_because or "")
     assert cases[1].notes[0].startswith("not run: the database server went away"), cases[1].notes
+
+
+def test_ctrl_c_leaves_no_server_and_no_data_dir(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIGINT while a worker of a campaign on a throwaway server hangs: the command exits,
+    and neither the server (its own session: Ctrl-C never reaches it) nor its data stays."""
+    marker = uuid.uuid4().hex
+    fifo = tmp_path / "ready.fifo"
+    os.mkfifo(fifo)
+    scenario = tmp_path / "hangs.toml"
+    scenario.write_text(
+        '[scenario]\nsystem = "tests._systems:HANGS"\n'
+        '[cases]\nmode = "list"\nlist = ["baseline", "db_restart@after_claim#1"]\n'
+    )
+    # a scratch dir the server's user may enter (a root run's tmp_path is private), so its
+    # data dir is made in it and can be looked for afterwards
+    scratch = Path(tempfile.mkdtemp(prefix="ch-test-scratch-"))
+    scratch.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            str(scenario),
+            "--report-dir",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "CH_TEST_READY_FIFO": str(fifo),
+            "CH_TEST_MARKER": marker,
+            "CRASH_HARNESS_TMPDIR": str(scratch),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_ready(fifo, 120)
+        running = [p for p in processes_with(marker) if p != os.getpid()]
+        commands = [Path(f"/proc/{p}/cmdline").read_bytes() for p in running]
+        assert any(b"postgres" in c for c in commands), commands  # the server is up
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no end 60 s after SIGINT:\n{describe_stuck(proc.pid)}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    left = [p for p in processes_with(marker) if p != os.getpid()]
+    assert left == [], {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in left}
+    assert not list(scratch.glob("crash-harness-pg-*")), list(scratch.iterdir())
