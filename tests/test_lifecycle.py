@@ -359,3 +359,30 @@ def test_a_stalled_worker_beside_the_same_hog_is_still_a_liveness_failure(tmp_pa
     assert _failed(case) == {"liveness"}, case["invariants"]
     (problem,) = case["invariants"]["liveness"]["evidence"]["problems"]
     assert problem["cpu"]["starved"] is False, problem
+
+
+@pytest.mark.parametrize("mode", ["correct", "ignores-term"])
+def test_a_deploy_tells_a_graceful_worker_from_one_that_ignores_its_stop_signal(
+    tmp_path: Path, mode: str
+) -> None:
+    """``deploy``: SIGTERM reaches the worker held right after the provider accepted its
+    send; one that ends on it is gone at once, one that ignores it is killed when the grace
+    is over, with its stacks. Both keyed their send, so the next version (the same worker)
+    finishes without a duplicate either way: the difference is in how each one ended."""
+    code, report, said = _sweep(
+        tmp_path, mode, ["deploy@after_provider_accept#1"], deadline=30, grace=2
+    )
+    assert code == ExitStatus.PASSED, said
+    (case,) = report["cases"]
+    (landing,) = case["landings"]
+    assert landing["landing"] == "landed", landing
+    first = case["workers"][0]
+    assert first["outcome"] == "stopped", case["workers"]
+    if mode == "correct":
+        assert (first["exit_code"], first["stack_dump"]) == (0, None), first
+        assert "stopped by SIGTERM (deploy at after_provider_accept#1" in landing["detail"]
+    else:
+        assert "SIGTERM, then SIGABRT (its stacks) and SIGKILL after 2s" in landing["detail"]
+        assert "_daemon.py" in (first["stack_dump"] or ""), first
+    assert "the same version starts again" in landing["detail"], landing
+    assert len(case["workers"]) >= 2, case["workers"]  # the next worker took over

@@ -9,6 +9,7 @@ imports ``harness.reports``; it hands these over.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -22,6 +23,7 @@ from harness.engine.process.settle import Settle
 from harness.engine.process.supervisor import WorkerOutcome
 from harness.invariants import CheckResult, Status
 from harness.systems import System
+from harness.worker_config import WorkerConfig
 
 __all__ = [
     "DEFAULT_WORKER_DEADLINE_S",
@@ -262,6 +264,10 @@ class CampaignSettings:
     #: of its own in the given database, or ``database``, a database of its own on its
     #: server (for a worker that names ``public`` or a framework making its own schemas)
     db_isolation: str = "schema"
+    #: the system a ``deploy`` step starts (the next version; None: the same one again) and
+    #: what runs between the two on the case's database (a migration: ``f(WorkerConfig)``)
+    next_system: System | None = None
+    prepare_next: Callable[[WorkerConfig], None] | None = None
     #: ``throwaway``: the campaign runs on a PostgreSQL server it made (``db_url`` is that
     #: server's, set by ``Campaign``), for faults that restart the server; None: the given one
     db_server: str | None = None

@@ -10,6 +10,7 @@ from harness.faults import (
     concurrent_claim,
     crash,
     db_restart,
+    deploy,
     liveness,
     pause_past_lease,
     provider,
@@ -28,6 +29,7 @@ FAULTS: dict[str, FaultSpec] = {
         roster_change.FAULT,
         restore_backup.FAULT,
         db_restart.FAULT,
+        deploy.FAULT,
         *provider.FAULTS,
         *liveness.FAULTS,
     )

@@ -114,6 +114,12 @@ class CaseContext:
     provider_epochs: dict[str, int] = field(default_factory=dict)
     #: provider name -> its armed rules (the first provider's list is ``provider_rules``)
     rules_by_provider: dict[str, list[FaultRule]] = field(default_factory=dict)
+    #: the version a ``deploy`` step starts (None: the same system again), and what runs on
+    #: the case's database between the two (a migration)
+    next_system: System | None = None
+    prepare_next: Callable[[WorkerConfig], None] | None = None
+    #: which version the next worker runs: 1 until a deploy, then 2, ...
+    version: int = 1
     #: set by a fault that took something from under a running worker (its database
     #: server): an exit of that worker is then normal, and it is restarted as after a crash
     exit_expected_because: str | None = None
@@ -340,6 +346,31 @@ class CaseContext:
                 f"{age}s old){': ' + output.strip() if output.strip() else ''}"
             )
         self.gave_up = True
+
+    def deploy(self, worker: RunningWorker, *, reason: str) -> WorkerOutcome:
+        """Stop ``worker``, held at a boundary, the way a deploy does: the stop signal to
+        its first process, the worker let go on at once to meet it where it was, SIGKILL to
+        what is left of its tree once the grace has passed. Every worker after it runs the
+        next version (after its migration), and the case is unsettled: the next version has
+        to finish, surface or strand what this one left."""
+        outcome = self.supervisor.stop(
+            worker,
+            sig=self.lifecycle.signum,
+            grace_s=self.lifecycle.stop_grace_s,
+            trace_path=self.trace_path,
+            reason=reason,
+            then=lambda: self.release(worker),
+        )
+        self.outcomes.append(outcome)
+        if self.next_system is not None:
+            if self.prepare_next is not None:
+                self.prepare_next(self.config("migration"))
+            self.system = self.next_system
+        self.version += 1
+        self.record("deploy", worker_stopped=worker.name, version=self.version, to=self.system.name)
+        self.settled = False
+        self.needs_gap = True  # its leases lapse before the next version claims
+        return outcome
 
     def _stop(self, worker: RunningWorker, reason: str) -> WorkerOutcome:
         if self._crash_underway(worker) and self.supervisor.ends_within(worker, DUMP_GRACE_S):

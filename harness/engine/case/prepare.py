@@ -177,6 +177,8 @@ def prepare_case(
         crash_scope=settings.crash_scope,
         settle=settings.settle,
         lifecycle=settings.lifecycle,
+        next_system=settings.next_system,
+        prepare_next=settings.prepare_next,
         started_at=opened.started,
         provider_epoch=epoch,
         case=case,

@@ -73,6 +73,8 @@ def build(source: ScenarioFile) -> Scenario:
         more_providers=providers.specs[1:],
         env=command.env,
         db_isolation=isolation,
+        next_system=worker.next_system,
+        prepare_next=worker.prepare_next,
     )
 
 

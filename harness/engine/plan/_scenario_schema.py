@@ -52,6 +52,9 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "exits_after_crash": (list,),
         "fake_time": (bool,),
         "restart_gap_s": (int, float),
+        # the version a ``deploy`` step starts, and its migration (``harness.faults.deploy``)
+        "next": (str,),
+        "prepare_next": (str,),
     },
     "cases": {"mode": (str,), "list": (list,), "depth": (int,), "crash_scope": (str,)},
     "settle": {

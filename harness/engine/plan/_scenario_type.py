@@ -81,6 +81,10 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     #: ``[database] isolation``: a PostgreSQL case's own schema (``schema``) or database
     db_isolation: str = "schema"
+    #: ``[worker] next``: the system a ``deploy`` step starts (the next version); None: the
+    #: same one again. ``[worker] prepare_next``: a ``module:function`` run between the two
+    next_system: str | None = None
+    prepare_next: str | None = None
 
     def provider_names(self) -> list[str]:
         return [self.provider_name or self.provider_preset, *(p.name for p in self.more_providers)]
@@ -104,7 +108,30 @@ class Scenario:
             "provider_name": self.provider_name,
             "more_providers": self.more_providers,
             "db_isolation": self.db_isolation,
+            "next_system": self.build_next(),
+            "prepare_next": self._prepare_next(),
         }
+
+    def build_next(self) -> System | None:
+        """The next version a ``deploy`` step starts, built as ``system`` is (a ``cmd:``
+        one with this scenario's env templates); None when the scenario names none."""
+        if self.next_system is None:
+            return None
+        try:
+            return dataclasses.replace(
+                self, system=self.next_system, next_system=None
+            )._named_system()
+        except BadInputError as exc:
+            raise error_at(self.path, read_quietly(self.path), "worker", "next", str(exc)) from None
+
+    def _prepare_next(self) -> Any:
+        if self.prepare_next is None:
+            return None
+        try:
+            return _import_function(self.prepare_next, "[worker] prepare_next")
+        except BadInputError as exc:
+            text = read_quietly(self.path)
+            raise error_at(self.path, text, "worker", "prepare_next", str(exc)) from None
 
     def build_system(self) -> System:
         """The system under test this scenario names (a ``cmd:`` one with its boundaries),

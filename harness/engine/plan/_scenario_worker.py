@@ -35,6 +35,10 @@ class WorkerSettings:
     deadline_s: float
     #: how a third-party worker lives and tells time
     lifecycle: Lifecycle
+    #: ``next``: the system a ``deploy`` step starts (None: the same one again), and
+    #: ``prepare_next``: a ``module:function`` run between the two (a migration)
+    next_system: str | None = None
+    prepare_next: str | None = None
 
 
 def read_worker(source: ScenarioFile, meta: dict[str, Any]) -> WorkerSettings:
@@ -47,7 +51,11 @@ def read_worker(source: ScenarioFile, meta: dict[str, Any]) -> WorkerSettings:
         if not backoff:  # each value was range-checked with its table
             raise source.error("worker", "retry_backoff_s", "expected a non-empty list of seconds")
         worker["retry_backoff_s"] = tuple(float(x) for x in backoff)
-    return WorkerSettings(worker, deadline, lifecycle)
+    next_system = worker.pop("next", None)
+    prepare_next = worker.pop("prepare_next", None)
+    if prepare_next is not None and next_system is None:
+        raise source.error("worker", "prepare_next", "a migration needs a next version: next = ...")
+    return WorkerSettings(worker, deadline, lifecycle, next_system, prepare_next)
 
 
 def _lifecycle(source: ScenarioFile, meta: dict[str, Any], worker: dict[str, Any]) -> Lifecycle:

@@ -431,10 +431,13 @@ class Supervisor:
         grace_s: float,
         trace_path: Path,
         reason: str,
+        then: Callable[[], None] | None = None,
     ) -> WorkerOutcome:
         """Stop a daemon worker as its library documents: ``sig`` to its first process (a
         warm shutdown lets it finish or hand back the task at hand), SIGKILL to its whole
-        tree if it has not ended ``grace_s`` later. Which of the two it took is recorded."""
+        tree if it has not ended ``grace_s`` later. Which of the two it took is recorded.
+        ``then``: run right after the signal is sent (a deploy lets a worker held at a
+        boundary go on, to meet its signal where it was)."""
         sent = time.monotonic()
         pidfd = pidfd_of(worker.pid)
         try:
@@ -453,6 +456,8 @@ class Supervisor:
             # init was killed with its cgroup may be gone outright: the wait says how)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker.pid, sig)
+            if then is not None:
+                then()
             if not wait_readable([pidfd], grace_s):
                 worker.stopped_by = (
                     f"{sig.name}, then SIGABRT (its stacks) and SIGKILL after {grace_s:g}s"
