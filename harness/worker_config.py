@@ -20,6 +20,9 @@ ENV_VAR = "CRASH_HARNESS_WORKER"
 SECRET_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRET"
 #: the secrets of narrowed credentials, ``{credential_id: secret}`` as JSON (never in argv)
 SECRETS_ENV_VAR = "CRASH_HARNESS_PROVIDER_SECRETS"
+#: the URL of the case's Redis broker (``[broker]``), password and all: kept apart from the
+#: public settings
+BROKER_ENV_VAR = "CRASH_HARNESS_BROKER_URL"
 #: per named provider: ``CRASH_HARNESS_PROVIDER_<NAME>_URL`` (and ``_SMTP_PORT``,
 #: ``_PRESET``, ``_CREDENTIAL_ID``, ``_SECRET``), NAME upper-cased, ``-`` as ``_``
 PROVIDER_ENV_PREFIX = "CRASH_HARNESS_PROVIDER_"
@@ -110,6 +113,9 @@ class WorkerConfig:
     #: the case this worker runs in (``crash@after_send.worker.42#1``; empty for a config
     #: built by hand): what ``{case.id}`` fills in a worker's templates
     case_id: str = ""
+    #: the Redis broker the harness started for the campaign (``[broker]``), as a
+    #: ``redis://`` URL with its password: what ``{broker.url}`` fills; None: no broker
+    broker_url: str | None = field(default=None, repr=False)
 
     def provider(self, name: str) -> ProviderEndpoint:
         """The provider named ``name`` (``[provider.NAME]``), or a clear error naming the
@@ -183,6 +189,8 @@ class WorkerConfig:
         env = {ENV_VAR: json.dumps(public), SECRET_ENV_VAR: self.credential_secret}
         for endpoint in self.providers.values():
             env.update(endpoint.env())
+        if self.broker_url is not None:
+            env[BROKER_ENV_VAR] = self.broker_url
         if self.credentials:
             env[SECRETS_ENV_VAR] = json.dumps({c.credential_id: c.secret for c in self.credentials})
         if self.fake_time_file is not None:
@@ -216,6 +224,7 @@ class WorkerConfig:
             liveness_grace_s=data.get("liveness_grace_s", 1.0),
             provider_preset=data.get("provider_preset", "payments"),
             provider_smtp_port=data.get("provider_smtp_port"),
+            broker_url=os.environ.get(BROKER_ENV_VAR),
             credentials=tuple(
                 Credential(c["credential_id"], secrets[c["credential_id"]], tuple(c["scope"]))
                 for c in narrowed

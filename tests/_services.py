@@ -43,3 +43,14 @@ needs_pg_binaries = pytest.mark.skipif(
     _pg_server_why() is not None,
     reason=f"no throwaway PostgreSQL server: {_pg_server_why()} (apt-get install postgresql)",
 )
+
+
+def _redis_server_why() -> str | None:
+    from harness.engine.process import _redis_server
+
+    return _redis_server.unavailable()
+
+
+needs_redis_server = pytest.mark.skipif(
+    _redis_server_why() is not None, reason=f"no Redis broker to start: {_redis_server_why()}"
+)

@@ -35,6 +35,7 @@ FAULT_KINDS: dict[str, bool] = {
     "roster_change": True,
     "restore_backup": True,
     "db_restart": True,
+    "broker_restart": True,
     "deploy": True,
     "provider_accept_then_drop": False,
     "provider_timeout": False,

@@ -266,6 +266,9 @@ class CampaignSettings:
     db_isolation: str = "schema"
     #: the system a ``deploy`` step starts (the next version; None: the same one again) and
     #: what runs between the two on the case's database (a migration: ``f(WorkerConfig)``)
+    #: ``[broker] persistence`` (``none``, ``aof``): a Redis broker the harness starts for the
+    #: campaign, ``{broker.url}`` to the workers; None: no broker of the harness's
+    broker: str | None = None
     next_system: System | None = None
     prepare_next: Callable[[WorkerConfig], None] | None = None
     #: ``throwaway``: the campaign runs on a PostgreSQL server it made (``db_url`` is that

@@ -6,6 +6,7 @@ Adding a fault means adding a module with a ``FAULT`` (or ``FAULTS``) and listin
 from __future__ import annotations
 
 from harness.faults import (
+    broker_restart,
     clock_jump,
     concurrent_claim,
     crash,
@@ -29,6 +30,7 @@ FAULTS: dict[str, FaultSpec] = {
         roster_change.FAULT,
         restore_backup.FAULT,
         db_restart.FAULT,
+        broker_restart.FAULT,
         deploy.FAULT,
         *provider.FAULTS,
         *liveness.FAULTS,

@@ -29,7 +29,7 @@ from harness.engine.plan import credentials as credentials_mod
 from harness.engine.plan._plan import default_cases, validate_cases
 from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.plan.workload import Workload, build_workload
-from harness.engine.process import _pg_cluster
+from harness.engine.process import _pg_cluster, _redis_server
 from harness.engine.process.supervisor import Supervisor
 from harness.engine.results import CampaignResult, CampaignSettings, CaseResult
 from harness.engine.store import _db, _outage, _pgdb, _room, _scratch, _secrets
@@ -77,12 +77,24 @@ class Campaign:
         try:
             self._init(settings)
         except BaseException:
-            if self.server is not None:
+            stack = getattr(self, "_stack", None)
+            if stack is not None:  # the server and the broker are on it
+                stack.close()
+            elif self.server is not None:
                 self.server.remove()
             raise
 
     def _init(self, settings: CampaignSettings) -> None:
         self.settings = settings
+        restarts_broker = any(
+            step.fault == "broker_restart" for case in settings.cases or () for step in case.steps
+        )
+        if restarts_broker and settings.broker is None:
+            raise BadInputError(
+                "broker_restart restarts the Redis broker the harness starts for a scenario"
+                ' with a [broker] table (persistence = "none" or "aof"); this one has none'
+                " (a broker the worker was given is never restarted)"
+            )
         if settings.db_url is not None:
             _secrets.hand_out_url(settings.db_url)
         if settings.db_url is not None and settings.db_url.startswith("postgresql"):
@@ -95,6 +107,7 @@ class Campaign:
                 if (settings.db_url or "").startswith("postgresql")
                 else "sqlite",
                 providers=[spec.name for spec in settings.provider_specs()],
+                broker=settings.broker is not None,
             )
         self.workload = workload_for(settings)
         self.made_workdir = settings.workdir is None
@@ -107,6 +120,13 @@ class Campaign:
         self._stack = contextlib.ExitStack()
         if self.server is not None:
             self._stack.callback(self.server.remove)
+        self.broker: _redis_server.RedisServer | None = None
+        if settings.broker is not None:  # [broker]: a Redis of the campaign's own
+            self.broker = _redis_server.create(settings.broker)
+            self._stack.callback(self.broker.remove)
+            _secrets.hand_out(self.broker.password)
+            overrides = {**self.settings.worker_overrides, "broker_url": self.broker.url}
+            self.settings = replace(self.settings, worker_overrides=overrides)
         self.provider: ProviderProcess | None = None
         #: every provider by name, the first being ``provider`` (``[provider.NAME]``)
         self.providers: dict[str, ProviderProcess] = {}
@@ -250,6 +270,8 @@ class Campaign:
                 return not_run(self.settings, case, self.provider_gone)
             if self.db_gone is not None:
                 return not_run(self.settings, case, self.db_gone)
+            if self.broker is not None:  # every case starts on an empty broker
+                self.broker.flush()
             try:
                 result = run_case(
                     self.settings,

@@ -40,6 +40,7 @@ def build(source: ScenarioFile) -> Scenario:
     hold, violation = _read_expectation(source)
     command = read_command(source, meta, [s.name for s in providers.specs])
     isolation = _read_database(source)
+    broker = _read_broker(source)
     first = providers.specs[0]
     return Scenario(
         path=source.path,
@@ -73,9 +74,32 @@ def build(source: ScenarioFile) -> Scenario:
         more_providers=providers.specs[1:],
         env=command.env,
         db_isolation=isolation,
+        broker=broker,
         next_system=worker.next_system,
         prepare_next=worker.prepare_next,
     )
+
+
+def _read_broker(source: ScenarioFile) -> str | None:
+    """``[broker]``: a Redis the harness starts for the campaign, and how it persists;
+    None: no such table (the worker's own broker, if any, is the worker's business)."""
+    table = source.tables.get("broker")
+    if table is None:
+        return None
+    kind = table.get("kind", "redis")
+    if kind != "redis":
+        raise source.error(
+            "broker", "kind", f"expected redis (the one broker the harness starts), got {kind!r}"
+        )
+    persistence = table.get("persistence", "none")
+    if persistence not in ("none", "aof"):
+        raise source.error(
+            "broker",
+            "persistence",
+            f"expected none (a restart empties it) or aof (every write appended and fsynced),"
+            f" got {persistence!r}",
+        )
+    return str(persistence)
 
 
 def _read_database(source: ScenarioFile) -> str:

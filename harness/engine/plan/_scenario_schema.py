@@ -67,6 +67,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     },
     "expect": {"hold": (str, list), "violation": (str,)},
     "database": {"isolation": (str,)},
+    "broker": {"kind": (str,), "persistence": (str,)},
 }
 _DAY = 86400.0
 #: every number a scenario may hold, declared once: (table, key) -> (lowest, whether the

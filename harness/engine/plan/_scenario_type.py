@@ -85,6 +85,9 @@ class Scenario:
     #: same one again. ``[worker] prepare_next``: a ``module:function`` run between the two
     next_system: str | None = None
     prepare_next: str | None = None
+    #: ``[broker] persistence``: a Redis broker the harness starts for the campaign (``none``
+    #: or ``aof``: what survives a ``broker_restart``); None: no ``[broker]`` table
+    broker: str | None = None
 
     def provider_names(self) -> list[str]:
         return [self.provider_name or self.provider_preset, *(p.name for p in self.more_providers)]
@@ -108,6 +111,7 @@ class Scenario:
             "provider_name": self.provider_name,
             "more_providers": self.more_providers,
             "db_isolation": self.db_isolation,
+            "broker": self.broker,
             "next_system": self.build_next(),
             "prepare_next": self._prepare_next(),
         }
@@ -203,11 +207,27 @@ class Scenario:
             text = read_quietly(self.path)
             raise error_at(self.path, text, "scenario", "system", str(exc)) from None
         self._check_presets_spoken(system)
+        self._check_broker()
         try:
             validate_cases(system, list(self.cases), self.provider_names())
         except BadInputError as exc:
             raise error_at(self.path, read_quietly(self.path), "cases", "list", str(exc)) from None
         return system
+
+    def _check_broker(self) -> None:
+        """A ``broker_restart`` step, or ``{broker.url}`` in ``env``, needs the ``[broker]``
+        table that has the harness start one: said at the line that asks for it."""
+        if self.broker is not None:
+            return
+        text = read_quietly(self.path)
+        why = (
+            'needs a [broker] table (persistence = "none" or "aof"): the Redis the harness'
+            " starts for the run; a broker the worker was given is never restarted"
+        )
+        if any(step.fault == "broker_restart" for case in self.cases for step in case.steps):
+            raise error_at(self.path, text, "cases", "list", f"broker_restart {why}")
+        if any("{broker.url}" in value for value in self.env.values()):
+            raise error_at(self.path, text, "scenario", "env", f"{{broker.url}} {why}")
 
     def _check_presets_spoken(self, system: System) -> None:
         """Every provider's preset is one ``system`` speaks (when it speaks only some)."""

@@ -49,7 +49,16 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PROVIDER_FIELDS = ("url", "host", "port", "smtp_port", "preset", "credential_id", "credential")
 #: the provider fields that are secrets: never on a command line, never printed
 SECRET_FIELDS = frozenset({"credential"})
-_PLAIN = ("db.url", "db.path", "db.schema", "db.dsn", "worker.name", "case.id", "case.key")
+_PLAIN = (
+    "db.url",
+    "db.path",
+    "db.schema",
+    "db.dsn",
+    "worker.name",
+    "case.id",
+    "case.key",
+    "broker.url",
+)
 #: the harness's own variables, which a template must not replace
 _OWN_PREFIX = "CRASH_HARNESS_"
 
@@ -83,6 +92,8 @@ def placeholders(template: str) -> list[str]:
 
 
 def _is_secret(name: str) -> bool:
+    if name == "broker.url":  # it carries the broker's password
+        return True
     return name.startswith("provider.") and name.rsplit(".", 1)[-1] in SECRET_FIELDS
 
 
@@ -216,6 +227,13 @@ def value(name: str, config: WorkerConfig) -> str:
         return case_key(config)
     if name == "db.dsn":
         return _dsn(config)
+    if name == "broker.url":
+        if config.broker_url is None:
+            raise TemplateError(
+                "{broker.url} is the Redis broker the harness starts for a scenario with a"
+                ' [broker] table (persistence = "none" or "aof"); this one has none'
+            )
+        return config.broker_url
     parts = name.split(".")
     if parts[0] == "provider" and len(parts) in (2, 3) and parts[-1] in PROVIDER_FIELDS:
         endpoint = _endpoint(config, parts[1] if len(parts) == 3 else None)
@@ -290,12 +308,21 @@ class CommandTemplate:
         """Whether any argument names a placeholder (the environment always counts)."""
         return any(placeholders(word) for word in self.argv)
 
-    def check_campaign(self, *, database: str, providers: Sequence[str]) -> None:
+    def check_campaign(
+        self, *, database: str, providers: Sequence[str], broker: bool = False
+    ) -> None:
         """Before any case runs: every placeholder names a provider this campaign has, and
         none asks for what its database is not (``{db.path}`` of PostgreSQL, ``{db.schema}``
-        of SQLite)."""
+        of SQLite), nor for a broker it has none of (``{broker.url}`` without ``[broker]``)."""
         where = f"--system cmd:{self.name}"
         self.check(providers, where=where)
+        if not broker and any(
+            "broker.url" in placeholders(t) for t in [*self.env.values(), *self.argv]
+        ):
+            raise TemplateError(
+                f"{where}: {{broker.url}} is the Redis broker the harness starts for a scenario"
+                ' with a [broker] table (persistence = "none" or "aof"); this one has none'
+            )
         wrong = {"postgresql": ("db.path",), "sqlite": ("db.schema", "db.dsn")}[database]
         what = {
             "db.path": "SQLite file",

@@ -73,13 +73,13 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the server's child, after its user is set: SIGKILL it when the harness dies."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -127,7 +127,7 @@ class Cluster:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 start_new_session=True,  # a Ctrl-C meant for the harness is not its
                 user=self.user,
                 group=self.user,
@@ -270,7 +270,7 @@ def create() -> Cluster:
             f" {(done.stderr or done.stdout).strip()[-500:]}"
         )
     for attempt in range(5):  # a free port may be taken between the look and the bind
-        cluster = Cluster(root=root, port=_free_port(), bindir=bindir, user=user)
+        cluster = Cluster(root=root, port=free_port(), bindir=bindir, user=user)
         try:
             cluster.start()
             _OWN[cluster.port] = cluster
