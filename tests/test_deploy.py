@@ -114,3 +114,30 @@ def test_a_bad_next_version_is_refused_at_its_line(
     assert f"{path}:4" in message, message
     assert field in message, message
     assert said in message, message
+
+
+def test_the_example_tells_a_graceful_version_one_from_one_that_ends_at_once(
+    tmp_path: Path,
+) -> None:
+    """examples/deploy: v1 with no handler ends by SIGTERM mid-delivery, and the naive v2
+    sends again; the graceful v1 finishes the delivery at hand and exits 0, so the same
+    naive v2 has nothing to get wrong."""
+    outcomes = {}
+    for name in ("naive", "graceful"):
+        (tmp_path / name).mkdir()
+        code, report, said = _run(
+            tmp_path / name,
+            str(ROOT / "examples" / "deploy" / f"{name}.toml"),
+            "--determinism",
+            "0",
+        )
+        assert code == (ExitStatus.VIOLATION if name == "naive" else ExitStatus.PASSED), said
+        case = next(c for c in report["cases"] if c["id"] == "deploy@after_send#1")
+        detail = case["landings"][0]["detail"]
+        assert "version 2 (cmd:python -m examples.deploy.v2_naive) takes over" in detail, detail
+        first = case["workers"][0]
+        outcomes[name] = (first["outcome"], first["exit_code"], first["signal"])
+    assert outcomes == {
+        "naive": ("stopped", None, "SIGTERM"),
+        "graceful": ("stopped", 0, None),
+    }

@@ -14,6 +14,8 @@ the invariants judge, across both versions.
 
 from __future__ import annotations
 
+import re
+
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
 from harness.engine.process._boundary import Arm
@@ -27,14 +29,25 @@ def run(ctx: CaseContext, step: Step) -> None:
         ctx.wait(worker)
         not_reached(ctx, step, worker)
         return
-    old = ctx.system.name
+    old = _shown(ctx.system.name)
     outcome = ctx.deploy(worker, reason=f"deploy at {boundary}#{hit}")
     how = outcome.note or outcome.kind.value
     if ctx.next_system is None:
         then = "the same version starts again"
     else:
-        then = f"version {ctx.version} ({ctx.system.name}) takes over from {old}"
+        then = f"version {ctx.version} ({_shown(ctx.system.name)}) takes over from {old}"
     ctx.landed(step, f"{worker.name} deployed away at {boundary}#{hit}: {how}; {then}")
+
+
+def _shown(name: str) -> str:
+    """A system's name without the environment a ``cmd:`` one is given (its templates are
+    in the scenario, and the same for both versions)."""
+    if not name.startswith("cmd:"):
+        return name
+    words = name[len("cmd:") :].split(" ")
+    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        words.pop(0)
+    return "cmd:" + " ".join(words)
 
 
 FAULT = FaultSpec(
