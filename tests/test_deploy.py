@@ -36,7 +36,7 @@ def _run(tmp_path: Path, scenario: str, *more: str) -> tuple[int, dict[str, Any]
 
 
 def test_the_reference_holds_across_a_deploy_at_each_boundary(tmp_path: Path) -> None:
-    code, report, said = _run(tmp_path, "fault-deploy", "--keep-workdir")
+    code, report, said = _run(tmp_path, "fault-deploy", "--determinism", "0")
     assert code == ExitStatus.PASSED, said
     deployed = [c for c in report["cases"] if c["id"].startswith("deploy@")]
     assert len(deployed) == 4, said
@@ -123,7 +123,7 @@ def test_the_example_tells_a_graceful_version_one_from_one_that_ends_at_once(
     sends again; the graceful v1 finishes the delivery at hand and exits 0, so the same
     naive v2 has nothing to get wrong."""
     outcomes = {}
-    for name in ("naive", "graceful"):
+    for name in ("naive", "fixed", "graceful"):
         (tmp_path / name).mkdir()
         code, report, said = _run(
             tmp_path / name,
@@ -134,10 +134,12 @@ def test_the_example_tells_a_graceful_version_one_from_one_that_ends_at_once(
         assert code == (ExitStatus.VIOLATION if name == "naive" else ExitStatus.PASSED), said
         case = next(c for c in report["cases"] if c["id"] == "deploy@after_send#1")
         detail = case["landings"][0]["detail"]
-        assert "version 2 (cmd:python -m examples.deploy.v2_naive) takes over" in detail, detail
+        v2 = "v2_fixed" if name == "fixed" else "v2_naive"
+        assert f"version 2 (cmd:python -m examples.deploy.{v2}) takes over" in detail, detail
         first = case["workers"][0]
         outcomes[name] = (first["outcome"], first["exit_code"], first["signal"])
     assert outcomes == {
         "naive": ("stopped", None, "SIGTERM"),
+        "fixed": ("stopped", None, "SIGTERM"),
         "graceful": ("stopped", 0, None),
     }
