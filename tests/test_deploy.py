@@ -58,6 +58,7 @@ def test_a_next_version_that_derives_its_keys_anew_sends_twice(tmp_path: Path) -
     failed = {n for n, r in case["invariants"].items() if r["status"] == "fail"}
     assert "exactly_once_effect" in failed, case["invariants"]
     assert case["verdict"] == "fail"
+    assert [w["landing"] for w in case["landings"]] == ["landed"], case["landings"]
 
 
 def test_the_same_case_with_the_same_version_next_holds(tmp_path: Path) -> None:
