@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.errors import ExitStatus
+from tests._procs import describe_stuck, processes_with, wait_ready
 from tests._services import needs_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,15 +55,19 @@ def _failed(case: dict[str, Any]) -> set[str]:
     return {n for n, r in case["invariants"].items() if r["status"] == "fail"}
 
 
-def _redis_under(tmp_path: Path) -> list[str]:
+def _redis_under(tmp_path: Path) -> list[int]:
+    """Live Redis servers started by a run whose scratch dir is ``tmp_path``: Redis
+    rewrites its command line and environment, but it works in its ``--dir``, a work dir
+    under the run's scratch dir."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if "redis-server" in cmd and str(tmp_path) in cmd:
-            found.append(cmd)
+        if name == "redis-server" and cwd.startswith(str(tmp_path)):
+            found.append(int(pid))
     return found
 
 
@@ -101,3 +108,55 @@ def test_a_broker_placeholder_without_a_broker_is_refused_before_any_case(
     assert "{broker.url}" in said or "broker_restart" in said, said
     assert "[broker]" in said, said
     assert "Traceback" not in said
+
+
+def test_ctrl_c_leaves_no_broker_and_no_data_dir(tmp_path: Path) -> None:
+    """SIGINT while a worker of a campaign with a [broker] hangs: the command exits, and
+    neither the Redis it started (its own session: Ctrl-C never reaches it) nor its dir
+    stays."""
+    marker = uuid.uuid4().hex
+    fifo = tmp_path / "ready.fifo"
+    os.mkfifo(fifo)
+    scenario = tmp_path / "hangs.toml"
+    scenario.write_text(
+        '[scenario]\nsystem = "tests._systems:HANGS"\n[broker]\npersistence = "aof"\n'
+        '[cases]\nmode = "list"\nlist = ["baseline"]\n'
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            str(scenario),
+            "--report-dir",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "CH_TEST_READY_FIFO": str(fifo),
+            "CH_TEST_MARKER": marker,
+            "CRASH_HARNESS_TMPDIR": str(tmp_path),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_ready(fifo, 120)
+        assert _redis_under(tmp_path), "no broker was started"
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no end 60 s after SIGINT:\n{describe_stuck(proc.pid)}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert _redis_under(tmp_path) == []
+    assert [p for p in processes_with(marker) if p != os.getpid()] == []
+    assert not list(tmp_path.glob("crash-harness-redis-*")), list(tmp_path.iterdir())

@@ -286,3 +286,58 @@ def test_a_depth_two_sweep_sharded_merges_into_the_unsharded_one(tmp_path: Path)
     assert merged["sweep"]["depth2_planned"] == merged["sweep"]["depth2_fired"] == 6
     assert merged["summary"] == full["summary"]
     assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in full["cases"]]
+
+
+#: every variable ``--shard auto`` reads (the CI running this test may set some)
+_ENGINE_VARS = (
+    "CRASH_HARNESS_SHARD",
+    "CRASH_HARNESS_SHARD_COUNT",
+    "CI_NODE_INDEX",
+    "CI_NODE_TOTAL",
+    "CIRCLE_NODE_INDEX",
+    "CIRCLE_NODE_TOTAL",
+    "BUILDKITE_PARALLEL_JOB",
+    "BUILDKITE_PARALLEL_JOB_COUNT",
+    "JOB_COMPLETION_INDEX",
+)
+
+
+def test_four_shards_told_by_their_ci_engines_merge_into_the_one_machine_report(
+    runs: Path, tmp_path: Path
+) -> None:
+    """Four jobs, each told its place by a different engine's variables (``--shard auto``),
+    run the five cases between them; merged, they are the unsharded run's report."""
+    told = {
+        1: {"CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "4"},  # GitLab, from 1
+        2: {"CIRCLE_NODE_INDEX": "1", "CIRCLE_NODE_TOTAL": "4"},  # CircleCI, from 0
+        3: {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "4"},
+        4: {"JOB_COMPLETION_INDEX": "3", "CRASH_HARNESS_SHARD_COUNT": "4"},  # Kubernetes
+    }
+    base = {k: v for k, v in os.environ.items() if k not in _ENGINE_VARS}
+    procs = {
+        i: subprocess.Popen(
+            [
+                *(sys.executable, "-m", "harness", "run", SCENARIO, "--shard", "auto"),
+                *("--report-dir", f"q{i}", "--determinism", "0", "--seed", "1"),
+            ],
+            cwd=tmp_path,
+            env={**base, "PYTHONPATH": str(ROOT), **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, env in told.items()
+    }
+    for i, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"shard {i}: {out}\n{err}"
+        assert f"shard {i}/4 (--shard auto: " in out, out
+    out = tmp_path / "merged.json"
+    result = _merge(*(tmp_path / f"q{i}" / "report.json" for i in (3, 1, 4, 2)), "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "merged 4 of 4 shard(s): 5 case(s), 5 passed" in result.output
+    merged, full = _load(out), _load(runs / "full" / "report.json")
+    assert _ids(merged) == _ids(full)
+    assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in full["cases"]]
+    assert merged["summary"] == full["summary"]
+    assert [s["shard"] for s in merged["merged"]["shards"]] == ["1/4", "2/4", "3/4", "4/4"]

@@ -262,6 +262,11 @@ def _execute(
             cases = default_cases(settings.system, [p.name for p in settings.provider_specs()])
         settings.jobs = jobs
         shard_info: dict[str, Any] | None = None
+        if shard == "auto":  # the CI engine says which job of how many this is
+            from harness.engine.plan import _ci_shard
+
+            shard, source = _ci_shard.detect()
+            click.echo(f"shard {shard} (--shard auto: {source})")
         if shard is not None:
             shard_cases(cases, shard)  # checks the i/n spelling, whatever the mode
             index, count = (int(part) for part in shard.split("/"))
@@ -392,7 +397,13 @@ _common: list[Callable[[Any], Any]] = [
         show_default=True,
         help="Run cases on this many cores (each job has its own provider).",
     ),
-    click.option("--shard", default=None, help="Run only shard i/n of the cases (CI split)."),
+    click.option(
+        "--shard",
+        default=None,
+        help="Run only shard i/n of the cases (CI split); auto: read i and n from the CI"
+        " engine (GitLab parallel, CircleCI, Buildkite, a Kubernetes Indexed Job, or"
+        " CRASH_HARNESS_SHARD=i/n).",
+    ),
     click.option(
         "--set",
         "set_words",
