@@ -21,21 +21,6 @@ def test_there_are_benchmarks() -> None:
     assert len(BENCHMARKS) >= 6, BENCHMARKS
 
 
-@pytest.mark.parametrize("script", BENCHMARKS, ids=lambda p: p.stem)
-def test_benchmark_runs_to_the_end_in_its_quick_form(script: Path) -> None:
-    env = dict(os.environ, CRASH_HARNESS_BENCH_QUICK="1")
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert "median" in proc.stdout, proc.stdout
-
-
 #: the benchmarks that measure a figure an issue (#27, #32) sets a goal for, and the figures
 #: each records
 GOAL_FIGURES = {
@@ -61,19 +46,27 @@ GOAL_FIGURES = {
 }
 
 
-@pytest.mark.parametrize("script", sorted(GOAL_FIGURES), ids=str)
-def test_a_benchmark_with_a_goal_records_its_figures_for_the_summary(
-    script: str, tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("script", BENCHMARKS, ids=lambda p: p.stem)
+def test_benchmark_runs_to_the_end_in_its_quick_form(script: Path, tmp_path: Path) -> None:
+    """Each benchmark, once: it ends, prints its medians and, when it measures a figure an
+    issue sets a goal for, records exactly those figures, which the summary then judges
+    (one run serves both: a benchmark run twice was a minute of the suite)."""
     record = tmp_path / "record.jsonl"
     env = dict(os.environ, CRASH_HARNESS_BENCH_QUICK="1", CRASH_HARNESS_BENCH_RECORD=str(record))
-    path = BENCHMARKS[0].parent / f"{script}.py"
     proc = subprocess.run(
-        [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=240
+        [sys.executable, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    rows = [json.loads(line) for line in record.read_text().splitlines()]
-    assert [r["figure"] for r in rows] == GOAL_FIGURES[script]
+    assert "median" in proc.stdout, proc.stdout
+    rows = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    assert [r["figure"] for r in rows] == GOAL_FIGURES.get(script.stem, []), rows
+    if not rows:
+        return
     summary = subprocess.run(
         [sys.executable, str(BENCHMARKS[0].parent / "summarize.py"), str(record)],
         capture_output=True,
@@ -86,6 +79,10 @@ def test_a_benchmark_with_a_goal_records_its_figures_for_the_summary(
         verdict = "yes" if row["met"] else "NO"
         assert line.split()[-1] == verdict, line
         assert ("<=" if row["at_most"] else ">=") in line, line
+
+
+def test_every_benchmark_with_a_goal_exists() -> None:
+    assert set(GOAL_FIGURES) <= {p.stem for p in BENCHMARKS}, set(GOAL_FIGURES)
 
 
 def test_the_summary_says_no_where_a_goal_is_missed_and_yes_where_it_is_met(
