@@ -18,8 +18,10 @@ certify: $(STAMP)
 # Two pytest-xdist workers: most of a test's time is its workers' and providers' processes
 # waiting on each other, so two streams use a 2-core runner fully (about 10 min instead of
 # 16). Each test holds on a busy machine by itself (test-under-load checks the verdicts).
+# worksteal: a worker that runs out of tests takes the other's queued ones, so the run does
+# not end with one core idle behind the other's last long campaigns.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 # A bounded slice of the suite with two CPU hogs per core beside it (.ci/under-load starts
 # and always stops them): certify of the reference, a daemon's lifecycle, the liveness

@@ -261,6 +261,7 @@ quiet_s = 1
 """
 
 
+@pytest.mark.slow  # 30 s on a 2-core runner; the depth-1 sweep and four shards merge in CI
 def test_a_depth_two_sweep_sharded_merges_into_the_unsharded_one(tmp_path: Path) -> None:
     """Each shard plans its second crashes from its own first ones; merged, the shards are
     the unsharded depth-2 sweep: the same cases in the same order, the same coverage."""
