@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 import select
+import signal
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 
 def wait_ready(fifo: Path, timeout_s: float = 60) -> None:
@@ -61,3 +66,30 @@ def describe_stuck(pid: int) -> str:
             continue
         out.append(f"child {child} [{state}]: {cmd.decode(errors='replace')}")
     return "\n".join(out) or f"pid {pid}: gone"
+
+
+def interrupt_when_ready(
+    proc: subprocess.Popen[str],
+    fifo: Path,
+    *,
+    ready_s: float = 60,
+    check: Callable[[], None] | None = None,
+    sig: signal.Signals = signal.SIGINT,
+) -> str:
+    """Once a worker of ``proc`` says it runs (``fifo``), ``check`` what is up, send ``sig``
+    and wait for the end (a failure naming what ``proc`` is stuck in if it does not end
+    within a minute); its stderr. ``proc`` never outlives the call."""
+    try:
+        wait_ready(fifo, ready_s)
+        if check is not None:
+            check()
+        proc.send_signal(sig)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no end 60 s after {sig.name}:\n{describe_stuck(proc.pid)}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.errors import ExitStatus
-from tests._procs import describe_stuck, processes_with, wait_ready
+from tests._procs import interrupt_when_ready, processes_with
 from tests._services import needs_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,18 +143,11 @@ def test_ctrl_c_leaves_no_broker_and_no_data_dir(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        wait_ready(fifo, 120)
+
+    def broker_up() -> None:
         assert _redis_under(tmp_path), "no broker was started"
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no end 60 s after SIGINT:\n{describe_stuck(proc.pid)}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+    err = interrupt_when_ready(proc, fifo, ready_s=120, check=broker_up)
     assert proc.returncode == 130, err
     assert _redis_under(tmp_path) == []
     assert [p for p in processes_with(marker) if p != os.getpid()] == []

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from harness.engine.case.campaign import CampaignSettings, CaseSpec, run_campaig
 from harness.engine.process import _pg_cluster
 from harness.engine.store import _outage
 from harness.invariants import Status
-from tests._procs import describe_stuck, processes_with, wait_ready
+from tests._procs import interrupt_when_ready, processes_with
 from tests._services import needs_pg_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,20 +241,13 @@ def test_ctrl_c_leaves_no_server_and_no_data_dir(
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        wait_ready(fifo, 120)
+
+    def server_up() -> None:
         running = [p for p in processes_with(marker) if p != os.getpid()]
         commands = [Path(f"/proc/{p}/cmdline").read_bytes() for p in running]
-        assert any(b"postgres" in c for c in commands), commands  # the server is up
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no end 60 s after SIGINT:\n{describe_stuck(proc.pid)}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        assert any(b"postgres" in c for c in commands), commands
+
+    err = interrupt_when_ready(proc, fifo, ready_s=120, check=server_up)
     assert proc.returncode == 130, err
     left = [p for p in processes_with(marker) if p != os.getpid()]
     assert left == [], {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in left}

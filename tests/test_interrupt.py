@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._procs import describe_stuck, processes_with, wait_ready
+from tests._procs import describe_stuck, interrupt_when_ready, processes_with, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,19 +46,11 @@ def test_sigint_mid_campaign_leaves_no_process(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        wait_ready(fifo, 60)
-        running = processes_with(marker)
-        assert len(running) >= 3  # harness, provider, hung worker
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no end 60 s after SIGINT:\n{describe_stuck(proc.pid)}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+    def up() -> None:
+        assert len(processes_with(marker)) >= 3  # harness, provider, hung worker
+
+    err = interrupt_when_ready(proc, fifo, check=up)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     left = [p for p in processes_with(marker) if p != os.getpid()]

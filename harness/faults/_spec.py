@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
-from harness.engine.process.supervisor import RunningWorker
+from harness.engine.process._boundary import Arm
+from harness.engine.process.supervisor import RunningWorker, WorkerOutcome
 from harness.invariants._model import EffectRow
 
 #: ``confirm(ctx, step, index, effects)`` -> (landed, evidence)
@@ -46,6 +47,31 @@ class FaultSpec:
 def not_reached(ctx: CaseContext, step: Step, worker: RunningWorker) -> None:
     """The armed hit never came on ``worker``: the step did not land."""
     ctx.not_reached(step, worker)
+
+
+def held_at(ctx: CaseContext, step: Step) -> RunningWorker | None:
+    """A fresh worker, held at the step's boundary hit; None when the hit never came (the
+    worker ran to its end and the step is recorded not reached). What every fault that acts
+    on the world while a worker waits at a boundary starts with."""
+    boundary, hit = place(step)
+    worker = ctx.spawn([Arm(boundary, hit, "pause")])
+    if ctx.wait_paused(worker) is None:
+        ctx.wait(worker)
+        not_reached(ctx, step, worker)
+        return None
+    return worker
+
+
+def let_go_expecting_exit(ctx: CaseContext, worker: RunningWorker, because: str) -> WorkerOutcome:
+    """Release a held worker from under which something was taken (``because``: its
+    database server, its broker) and wait for it: an exit of it is then normal, and it is
+    restarted as after a crash."""
+    ctx.exit_expected_because = because
+    try:
+        ctx.release(worker)
+        return ctx.wait(worker)
+    finally:
+        ctx.exit_expected_because = None
 
 
 def place(step: Step) -> tuple[str, int]:

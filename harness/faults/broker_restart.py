@@ -15,8 +15,7 @@ from __future__ import annotations
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
 from harness.engine.process import _redis_server
-from harness.engine.process._boundary import Arm
-from harness.faults._spec import FaultSpec, not_reached, place
+from harness.faults._spec import FaultSpec, held_at, let_go_expecting_exit, place
 
 
 def run(ctx: CaseContext, step: Step) -> None:
@@ -24,10 +23,8 @@ def run(ctx: CaseContext, step: Step) -> None:
     broker = _redis_server.owning(ctx.base_config.broker_url)
     if broker is None:  # validated before any case: a campaign with this step has one
         raise RuntimeError(f"{step}: the scenario has no [broker] for the harness to restart")
-    worker = ctx.spawn([Arm(boundary, hit, "pause")])
-    if ctx.wait_paused(worker) is None:
-        ctx.wait(worker)
-        not_reached(ctx, step, worker)
+    worker = held_at(ctx, step)
+    if worker is None:
         return
     held = broker.keys()
     down_s = broker.restart()
@@ -35,12 +32,7 @@ def run(ctx: CaseContext, step: Step) -> None:
     ctx.record(
         "broker_restart", boundary=boundary, hit=hit, down_s=round(down_s, 3), keys=[held, kept]
     )
-    ctx.exit_expected_because = f"the broker restarted at {boundary}#{hit}"
-    try:
-        ctx.release(worker)
-        outcome = ctx.wait(worker)
-    finally:
-        ctx.exit_expected_because = None
+    outcome = let_go_expecting_exit(ctx, worker, f"the broker restarted at {boundary}#{hit}")
     ctx.landed(
         step,
         f"broker restarted ({broker.persistence} persistence, {down_s:.2f}s down; {held} key(s)"

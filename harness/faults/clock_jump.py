@@ -21,10 +21,9 @@ from typing import Final
 
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
-from harness.engine.process._boundary import Arm
 from harness.errors import BadInputError
 from harness.faults._args import DURATION_HELP, ArgError, duration_s
-from harness.faults._spec import FaultSpec, not_reached, place
+from harness.faults._spec import FaultSpec, held_at, place
 
 #: a jump that stays inside the key window (half of it)
 IN_WINDOW: Final = "inwindow"
@@ -67,10 +66,8 @@ def run(ctx: CaseContext, step: Step) -> None:
         seconds = jump_s(step.arg, ctx.base_config.key_window_s)
     except ArgError as exc:  # validate_cases refuses these before any case runs
         raise BadInputError(f"{step}: {exc}") from None
-    worker = ctx.spawn([Arm(boundary, hit, "pause")])
-    if ctx.wait_paused(worker) is None:
-        ctx.wait(worker)
-        not_reached(ctx, step, worker)
+    worker = held_at(ctx, step)
+    if worker is None:
         return
     ctx.advance_clock(seconds, reason="clock_jump")
     ctx.landed(step, f"{worker.name} held at {boundary}#{hit}; clocks moved {seconds:g}s")

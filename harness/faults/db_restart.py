@@ -18,8 +18,7 @@ from __future__ import annotations
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
 from harness.engine.process import _pg_cluster
-from harness.engine.process._boundary import Arm
-from harness.faults._spec import FaultSpec, not_reached, place
+from harness.faults._spec import FaultSpec, held_at, let_go_expecting_exit, place
 
 
 def run(ctx: CaseContext, step: Step) -> None:
@@ -27,19 +26,14 @@ def run(ctx: CaseContext, step: Step) -> None:
     server = _pg_cluster.owning(ctx.target.url)
     if server is None:  # validated before any case: a campaign with this step makes one
         raise RuntimeError(f"{step}: the case's database is no server the harness started")
-    worker = ctx.spawn([Arm(boundary, hit, "pause")])
-    if ctx.wait_paused(worker) is None:
-        ctx.wait(worker)
-        not_reached(ctx, step, worker)
+    worker = held_at(ctx, step)
+    if worker is None:
         return
     down_s = server.restart()
     ctx.record("db_restart", boundary=boundary, hit=hit, down_s=round(down_s, 3))
-    ctx.exit_expected_because = f"the database server restarted at {boundary}#{hit}"
-    try:
-        ctx.release(worker)
-        outcome = ctx.wait(worker)
-    finally:
-        ctx.exit_expected_because = None
+    outcome = let_go_expecting_exit(
+        ctx, worker, f"the database server restarted at {boundary}#{hit}"
+    )
     ctx.landed(
         step,
         f"database server restarted (fast shutdown, {down_s:.2f}s down) while {worker.name}"

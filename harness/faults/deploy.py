@@ -18,16 +18,13 @@ import re
 
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
-from harness.engine.process._boundary import Arm
-from harness.faults._spec import FaultSpec, not_reached, place
+from harness.faults._spec import FaultSpec, held_at, place
 
 
 def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
-    worker = ctx.spawn([Arm(boundary, hit, "pause")])
-    if ctx.wait_paused(worker) is None:
-        ctx.wait(worker)
-        not_reached(ctx, step, worker)
+    worker = held_at(ctx, step)
+    if worker is None:
         return
     old = _shown(ctx.system.name)
     outcome = ctx.deploy(worker, reason=f"deploy at {boundary}#{hit}")

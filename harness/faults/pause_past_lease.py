@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
-from harness.engine.process._boundary import Arm
-from harness.faults._spec import FaultSpec, not_reached, place
+from harness.faults._spec import FaultSpec, held_at, place
 
 
 def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
-    first = ctx.spawn([Arm(boundary, hit, "pause")])
-    if ctx.wait_paused(first) is None:
-        ctx.wait(first)
-        not_reached(ctx, step, first)
+    first = held_at(ctx, step)
+    if first is None:
         return
     # The worker is held at the boundary by its pause, not by SIGSTOP: a stopped process also
     # freezes its watchdog thread, and on SQLite one frozen inside BEGIN IMMEDIATE blocks

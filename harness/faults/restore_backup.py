@@ -10,17 +10,14 @@ from __future__ import annotations
 
 from harness.engine.case._context import CaseContext
 from harness.engine.plan.schedule import Step
-from harness.engine.process._boundary import Arm
 from harness.engine.store import _db
-from harness.faults._spec import FaultSpec, not_reached, place
+from harness.faults._spec import FaultSpec, held_at, place
 
 
 def run(ctx: CaseContext, step: Step) -> None:
     boundary, hit = place(step)
-    worker = ctx.spawn([Arm(boundary, hit, "pause")])
-    if ctx.wait_paused(worker) is None:
-        ctx.wait(worker)
-        not_reached(ctx, step, worker)
+    worker = held_at(ctx, step)
+    if worker is None:
         return
     handle = _db.snapshot(ctx.target, "snap")
     ctx.record("snapshot", boundary=boundary, hit=hit)
