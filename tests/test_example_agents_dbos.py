@@ -114,6 +114,12 @@ def test_a_dbos_step_posts_again_after_a_crash_past_its_send(tmp_path: Path) -> 
     duplicated = _case(report, after)
     assert duplicated["effects"]["accepted"] == duplicated["effects"]["intended"] + 1, duplicated
     assert "replay: crash-harness replay" in said
+    # DBOS's own tables are the ledger (naive.toml's ledger line): the workflow's inputs
+    # froze the recipients, every step's output is recorded once the workflow is done
+    for case_id in (after, before):
+        judged = _case(report, case_id)["invariants"]
+        assert judged["frozen_destinations"]["status"] == "pass", judged["frozen_destinations"]
+        assert judged["one_delivery_identity"]["status"] == "pass", judged
 
 
 def test_a_dbos_step_keyed_by_workflow_and_step_id_holds(tmp_path: Path) -> None:
@@ -128,6 +134,11 @@ def test_a_dbos_step_keyed_by_workflow_and_step_id_holds(tmp_path: Path) -> None
         case = _case(report, case_id)
         assert case["boundaries_reached"][f"before_send.{send}"] == 3, case
         assert case["effects"]["accepted"] == case["effects"]["intended"] == 2, case
+        # the key read back from DBOS's step record (workflow_id:function_id) is the one
+        # the receiver got on both posts
+        keys = case["invariants"]["stable_idempotency_key"]
+        assert keys["status"] == "pass", keys
+        assert keys["evidence"]["compared_with_ledger"] is True, keys
 
 
 def test_an_agent_tool_outside_a_step_posts_again_for_every_recipient_done(

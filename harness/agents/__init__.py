@@ -14,6 +14,7 @@ never imports this package.
 
 from __future__ import annotations
 
+from harness.agents.dbos import DBOSSteps
 from harness.agents.langgraph import LangGraphCheckpoints
 
-__all__ = ["LangGraphCheckpoints"]
+__all__ = ["DBOSSteps", "LangGraphCheckpoints"]

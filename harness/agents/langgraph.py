@@ -67,6 +67,18 @@ class LangGraphCheckpoints(LedgerAdapter):
         if cls.key_is_tool_call_id:
             cls.not_given = {k: v for k, v in cls.not_given.items() if k != "idempotency_key"}
 
+    @classmethod
+    def from_inline(cls, settings: Mapping[str, Any]) -> type[LangGraphCheckpoints]:
+        """The adapter a scenario's ``ledger = { langgraph = { TOOL = ARGUMENT } }`` names;
+        ValueError for a value that is not an argument's name."""
+        odd = sorted(k for k, v in settings.items() if not isinstance(v, str) or not v)
+        if odd:
+            raise ValueError(
+                f"langgraph: {', '.join(odd)}: expected the name of the argument naming the "
+                'recipient, e.g. notify = "destination"'
+            )
+        return type("Checkpoints", (cls,), {"tools": dict(settings)})
+
     def checkpoints_path(self, conn: Connection) -> Path:
         database = conn.engine.url.database
         if not database:

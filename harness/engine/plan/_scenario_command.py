@@ -26,7 +26,7 @@ class CommandSettings:
     prepare_sql: tuple[str, ...] | None = None
     #: a ``module:attr`` naming the ``LedgerAdapter`` that reads its own ledger, or a
     #: framework's record named inline (``{ langgraph = { notify = "destination" } }``)
-    ledger: str | dict[str, dict[str, str]] | None = None
+    ledger: str | dict[str, dict[str, str | int]] | None = None
     #: its own environment variables, as templates
     env: dict[str, str] = field(default_factory=dict)
 
@@ -95,13 +95,26 @@ def _prepare_sql(source: ScenarioFile, meta: dict[str, Any]) -> tuple[str, ...] 
 
 
 #: the frameworks whose record a scenario names inline, and what each takes
-_INLINE = {"langgraph": "each sending tool and the argument naming its recipient"}
+_INLINE = {
+    "langgraph": "{ TOOL = ARGUMENT }: each sending tool and the argument naming its recipient",
+    "dbos": "{ workflow = NAME, step = NAME, run = ARG, recipients = ARG }: the workflow, its "
+    "sending step, and the workflow arguments (a position or a keyword) holding the run id "
+    "and the recipients the step serves in order",
+}
+#: the frameworks whose table takes a number (an argument's position) as well as text
+_TAKES_POSITIONS = {"dbos"}
 #: the adapter each one is read by, named as a scenario's ``ledger = "module:attr"`` names
-#: one (``harness.agents`` is optional code the engine never imports: it is found by name)
-INLINE_ADAPTERS = {"langgraph": "harness.agents.langgraph:LangGraphCheckpoints"}
+#: one (``harness.agents`` is optional code the engine never imports: it is found by name,
+#: and its ``from_inline`` checks the table's keys)
+INLINE_ADAPTERS = {
+    "langgraph": "harness.agents.langgraph:LangGraphCheckpoints",
+    "dbos": "harness.agents.dbos:DBOSSteps",
+}
 
 
-def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | dict[str, dict[str, str]] | None:
+def _ledger(
+    source: ScenarioFile, meta: dict[str, Any]
+) -> str | dict[str, dict[str, str | int]] | None:
     ref = meta.get("ledger")
     if isinstance(ref, dict):
         return _inline_ledger(source, meta, ref)
@@ -117,22 +130,32 @@ def _ledger(source: ScenarioFile, meta: dict[str, Any]) -> str | dict[str, dict[
 
 def _inline_ledger(
     source: ScenarioFile, meta: dict[str, Any], ref: dict[str, Any]
-) -> dict[str, dict[str, str]]:
+) -> dict[str, dict[str, str | int]]:
     """``ledger = { langgraph = { notify = "destination" } }``: the framework's adapter
-    (``harness.agents``) for these tools, without a module of glue."""
-    expected = "; ".join(f"{k} = {{ TOOL = ARGUMENT }}: {v}" for k, v in _INLINE.items())
+    (``harness.agents``) for these settings, without a module of glue. Only the table's
+    shape is checked here; its keys are the adapter's, checked when the system is built."""
+    expected = "; ".join(f"{k} = {v}" for k, v in _INLINE.items())
     if not _is_cmd(meta) or len(ref) != 1 or next(iter(ref)) not in _INLINE:
         raise source.error(
             "scenario", "ledger", f"expected module:attr, or for a cmd: system {expected}"
         )
-    ((framework, tools),) = ref.items()
+    ((framework, settings),) = ref.items()
+    numbers = framework in _TAKES_POSITIONS
     if (
-        not isinstance(tools, dict)
-        or not tools
-        or not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in tools.items())
+        not isinstance(settings, dict)
+        or not settings
+        or not all(
+            isinstance(k, str)
+            and k
+            and not isinstance(v, bool)
+            and ((numbers and isinstance(v, int)) or (isinstance(v, str) and v))
+            for k, v in settings.items()
+        )
     ):
-        raise source.error("scenario", "ledger", f"{framework}: expected {expected}")
-    return {framework: dict(tools)}
+        raise source.error(
+            "scenario", "ledger", f"{framework}: expected {framework} = {_INLINE[framework]}"
+        )
+    return {framework: dict(settings)}
 
 
 def _worker_env(source: ScenarioFile, meta: dict[str, Any], providers: list[str]) -> dict[str, str]:

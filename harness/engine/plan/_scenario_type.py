@@ -61,8 +61,8 @@ class Scenario:
     #: or SQL statements run on the seeded case database (``_SqlPrepare``)
     prepare_sql: tuple[str, ...] | None = None
     #: for a ``cmd:`` system: a ``module:attr`` naming the ``LedgerAdapter`` that reads its
-    #: own ledger (``harness.agents`` has one for a LangGraph agent's checkpoints)
-    ledger: str | dict[str, dict[str, str]] | None = None
+    #: own ledger (``harness.agents`` reads a LangGraph agent's checkpoints, DBOS's tables)
+    ledger: str | dict[str, dict[str, str | int]] | None = None
     #: ``[scenario] discover``: crash at the worker's sends and commits too, found without a
     #: line in it (``harness.engine.process._hooks``); None: the system's own default (on for a
     #: program that declares no boundaries)
@@ -167,11 +167,15 @@ class Scenario:
                 raise error_at(self.path, text, "scenario", "prepare", str(exc)) from None
         ledger: Any = None  # checked to be a LedgerAdapter by command_user_system
         if isinstance(self.ledger, dict):  # a framework's record, its adapter found by name
-            ((framework, tools),) = self.ledger.items()
+            ((framework, settings),) = self.ledger.items()
             base: Any = systems.import_attr(
                 INLINE_ADAPTERS[framework], where="[scenario] ledger", error=BadInputError
             )
-            ledger = type("Checkpoints", (base,), {"tools": dict(tools)})
+            try:
+                ledger = base.from_inline(settings)
+            except ValueError as exc:
+                text = read_quietly(self.path)
+                raise error_at(self.path, text, "scenario", "ledger", str(exc)) from None
         elif self.ledger is not None:
             try:
                 ledger = systems.import_attr(
