@@ -142,12 +142,15 @@ def await_init(pid: int) -> None:
 
 
 def await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> None:
-    """Walk mode: wait for the process that killed the worker from inside to be gone too.
+    """Walk mode, or a walled worker: wait for the process that killed the worker from
+    inside to be gone too.
 
     A worker-scope crash in a member (a work-horse) kills every other member and waits for
     them, then the root, then itself; the root's death is what ``wait`` sees, and a walk from
-    a reaped root finds nothing. The killer's own pid is on its crash line, so wait on that.
-    """
+    a reaped root finds nothing. Behind the wall the cgroup file system is read-only, so the
+    killer cannot use ``cgroup.kill`` and kills one by one as well: until its own last kill
+    it is a live member, not a process that outlived its worker. The killer's own pid is on
+    its crash line, so wait on that."""
     own = worker.pid if worker.ns_pid is None else worker.ns_pid  # as its trace names it
     killers = {
         ev.pid

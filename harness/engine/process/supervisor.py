@@ -326,7 +326,9 @@ class Supervisor:
             status = _killing.reap(worker)
             # read once, and only when a crash line can matter: a death by signal
             events = trace.read(trace_path) if os.WIFSIGNALED(status) else []
-            if worker.tree is not None and worker.tree.cgroup is None:
+            if worker.tree is not None and (
+                worker.tree.cgroup is None or worker.ns_pid is not None
+            ):
                 _killing.await_killers(worker, events)
             left = self._end_tree(worker)
             _killing.let_go(worker)
