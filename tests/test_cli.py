@@ -318,3 +318,26 @@ def test_a_replay_says_so_and_leaves_the_reports_of_the_run_it_replays(tmp_path:
     assert (tmp_path / "reports" / "report.json").read_bytes() == written
     replayed = json.loads((tmp_path / "reports" / "replay" / "report.json").read_text())
     assert [c["id"] for c in replayed["cases"]] == [case]
+
+
+def test_sweep_runs_only_the_cases_named_with_case(tmp_path: Path) -> None:
+    """``sweep --case`` reruns a few cases of a sweep without the whole of it (it was refused:
+    no such option); a case at a boundary the system does not have is refused before any
+    runs, and --depth with --case is refused as two plans."""
+    out = tmp_path / "r"
+    args = ["sweep", "boundary-after-claim", "--seed", "1", "--determinism", "0"]
+    result = CliRunner().invoke(
+        main, [*args, "--case", "crash@after_claim#1", "--report-dir", str(out)]
+    )
+    assert result.exit_code == 0, result.output[-2000:]
+    assert result.output.startswith("sweep boundary-after-claim"), result.output
+    report = json.loads((out / "report.json").read_text())
+    assert [c["id"] for c in report["cases"]] == ["crash@after_claim#1"]
+    assert report["cases"][0]["crash_fired"] is True, report["cases"][0]
+    for extra, said in (
+        (["--case", "crash@after_clam#1"], "unknown boundary 'after_clam'"),
+        (["--case", "crash@after_claim#1", "--depth", "2"], "--depth plans a sweep"),
+    ):
+        bad = CliRunner().invoke(main, [*args, *extra, "--report-dir", str(tmp_path / "x")])
+        assert bad.exit_code == 2, bad.output[-2000:]
+        assert said in bad.output, bad.output

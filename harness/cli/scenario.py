@@ -453,14 +453,25 @@ def run_cmd(**options: Any) -> None:
 @click.command("sweep")
 @_with_common
 @click.option("--depth", type=click.IntRange(1, 2), default=None, help="2: crash recoveries too.")
+@click.option(
+    "--case",
+    "only",
+    multiple=True,
+    help="Run only these case ids of the sweep (repeatable), as certify --case does.",
+    shell_complete=_complete.complete_case,
+)
 @_determinism
 def sweep_cmd(**options: Any) -> None:
     """Dry-run a scenario, then crash at every (boundary, hit) it reached.
 
     SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
-    scenario file (TOML).
+    scenario file (TOML). With --case, only those cases run (a case of a sweep's report, to
+    rerun a few without the whole sweep); --depth does not apply then.
     """
-    _execute(mode="sweep", **options)
+    if options.get("only") and options.get("depth"):
+        click.echo("error: --depth plans a sweep; --case names its cases: give one", err=True)
+        sys.exit(ExitStatus.BAD_INPUT)
+    _execute(mode="sweep", verb="sweep" if options.get("only") else None, **options)
 
 
 @click.command("replay")
