@@ -77,6 +77,11 @@ class System:
     #: declares no boundaries; off for a system that does, unless its scenario or the
     #: command line asks (``discover = true``, ``--discover``)
     discover: bool = False
+    #: (point, hit) of each discovered point's first hit from a caller other than its first
+    #: (a helper the worker calls from two places makes one point; ``hit`` is where the
+    #: second caller's use begins): certify crashes these too. Set from the dry run
+    #: (``CaseResult.callers``), never by hand
+    caller_hits: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: a program's own environment and arguments, as templates
     #: (``harness.engine.plan._worker_env``):
     #: checked against each campaign's database and providers before any case runs

@@ -125,6 +125,9 @@ class CaseResult:
     unintended: int | None = None
     #: discovered point -> what it talked to (``POST 127.0.0.1:8000/hooks``), from its hits
     targets: dict[str, list[str]] = field(default_factory=dict)
+    #: discovered point -> the worker's frames that called into it, each with its first hit
+    #: (``shop.61: 1, shop.64: 2``: two commits through one helper)
+    callers: dict[str, dict[str, int]] = field(default_factory=dict)
     #: run ids of accepted effects the case never intended (sorted, at most five): a worker
     #: that keeps its own work names these instead of the harness's runs
     foreign_runs: list[str] = field(default_factory=list)
@@ -178,6 +181,7 @@ class CaseResult:
             "crash_fired": self.crash_fired,
             "boundaries_reached": self.reached,
             **({"point_targets": self.targets} if self.targets else {}),
+            **({"point_callers": self.callers} if self.callers else {}),
             **({"unnamed_points": self.unnamed} if self.unnamed else {}),
             **({"fault_targets": self.fault_targets} if self.fault_targets else {}),
             **({"seq_base": self.seq_base} if self.seq_base else {}),

@@ -378,7 +378,14 @@ def discover_boundaries(settings: CampaignSettings) -> tuple[System, CaseResult]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     refuse_own_work(settings.system, case)
-    return replace(settings.system, boundaries=with_discovered(settings.system, case)), case
+    boundaries = with_discovered(settings.system, case)
+    found = tuple(
+        (point, hit)
+        for point in boundaries
+        for hit in sorted(set(case.callers.get(point, {}).values()))
+        if hit > 1
+    )
+    return replace(settings.system, boundaries=boundaries, caller_hits=found), case
 
 
 def with_discovered(system: System, dry: CaseResult) -> tuple[str, ...]:

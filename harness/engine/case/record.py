@@ -61,6 +61,7 @@ def record_case(
         unintended=placement[1],
         reached=_with_far_side(trace_store.boundaries_reached(events), observation.effects),
         targets=trace_store.point_targets(events),
+        callers=trace_store.point_callers(events),
         unnamed=trace_store.unnamed_points(events),
         foreign_runs=_foreign_runs(observation),
         hits_by_worker=_hits_by_worker(events),

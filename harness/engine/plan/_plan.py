@@ -27,8 +27,17 @@ __all__ = ["default_cases", "validate_cases"]
 def default_cases(system: System, providers: Sequence[str] = ()) -> list[CaseSpec]:
     """Certify's plan: the baseline, a crash at the first hit of every declared boundary,
     then a crash at the far-side point of each of ``providers`` (``accepted.NAME#1``: the
-    first request that provider accepts, its reply held; ``harness.engine.process._far_side``)."""
-    declared = [CaseSpec("crash", b, 1) for b in system.boundaries]
+    first request that provider accepts, its reply held; ``harness.engine.process._far_side``).
+
+    A discovered point that a helper makes for several of the worker's callers is crashed
+    at the first hit from each caller too (``System.caller_hits``, from the dry run), so
+    certify tries the gap after every use of the helper, not only after its first."""
+    more: dict[str, list[int]] = {}
+    for point, hit in system.caller_hits:
+        more.setdefault(point, []).append(hit)
+    declared = [
+        CaseSpec("crash", b, hit) for b in system.boundaries for hit in [1, *more.get(b, ())]
+    ]
     far = [CaseSpec("crash", _far_side.point(name), 1) for name in providers]
     known = {c.boundary for c in declared}
     return [CaseSpec(), *declared, *(c for c in far if c.boundary not in known)]

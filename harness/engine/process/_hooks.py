@@ -104,22 +104,47 @@ def point_where(filename: str, line: int) -> str:
     return f"{re.sub(r'[^A-Za-z0-9_-]', '_', stem) or '_'}.{line}"
 
 
-def _whose(frame: FrameType | None) -> tuple[int, str | None]:
-    """Who made this call: ``(_WORKER, its call site)`` for the worker's own frame nearest
-    the call, ``(_OWN, None)`` for the harness's own traffic (never a point), ``(_LIBRARY,
-    None)`` when only libraries and the standard library are on the stack (a framework's
-    own thread)."""
+def _kind_of_frame(frame: FrameType) -> int:
+    filename = frame.f_code.co_filename
+    kind = _kinds_by_file.get(filename)
+    if kind is None:
+        kind = _kinds_by_file[filename] = _kind_of(filename)
+    return kind
+
+
+def _whose(frame: FrameType | None) -> tuple[int, str | None, str | None]:
+    """Who made this call: ``(_WORKER, its call site, its caller's)`` for the worker's own
+    frame nearest the call and the worker's frame that called into it (None: none above
+    it); ``(_OWN, None, None)`` for the harness's own traffic (never a point); ``(_LIBRARY,
+    None, None)`` when only libraries and the standard library are on the stack (a
+    framework's own thread).
+
+    The caller tells apart commits a worker makes through one helper: one point (the
+    helper's line), many callers; certify crashes the first hit from each caller, so the
+    gap after the helper's second use is tried, not only its first."""
     while frame is not None:
-        filename = frame.f_code.co_filename
-        kind = _kinds_by_file.get(filename)
-        if kind is None:
-            kind = _kinds_by_file[filename] = _kind_of(filename)
+        kind = _kind_of_frame(frame)
         if kind == _WORKER:
-            return _WORKER, point_where(filename, frame.f_lineno)
+            where = point_where(frame.f_code.co_filename, frame.f_lineno)
+            return _WORKER, where, _caller_of(frame)
         if kind == _OWN:  # the harness's own call (``jobs()`` reading its tables, a probe)
-            return _OWN, None
+            return _OWN, None, None
         frame = frame.f_back
-    return _LIBRARY, None
+    return _LIBRARY, None, None
+
+
+def _caller_of(frame: FrameType) -> str | None:
+    """The worker's next own frame above ``frame`` (through any library frames between), as
+    ``file.line``; None when there is none or the harness's own code comes first."""
+    up = frame.f_back
+    while up is not None:
+        kind = _kind_of_frame(up)
+        if kind == _WORKER:
+            return point_where(up.f_code.co_filename, up.f_lineno)
+        if kind == _OWN:
+            return None
+        up = up.f_back
+    return None
 
 
 def _call_site(frame: FrameType | None) -> str | None:
@@ -133,14 +158,15 @@ def _hit(kind: str, target: str) -> None:
     if tracer is None:
         return
     frame = sys._getframe(2)
-    whose, where = _whose(frame)
+    whose, where, via = _whose(frame)
     if where is None and whose == _LIBRARY:  # a framework's own thread: its own terms
         where = _framework_points.name_of(frame)
         if where is None:  # seen, and no point: coverage says so, never silent
             tracer.unnamed(kind, {"target": target, "by": _framework_points.described(frame)})
             return
     if where is not None:
-        tracer.hit(f"{kind}.{where}", {"target": target})
+        detail = {"target": target} if via is None else {"target": target, "via": via}
+        tracer.hit(f"{kind}.{where}", detail)
 
 
 # -- HTTP ---------------------------------------------------------------------------------------

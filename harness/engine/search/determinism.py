@@ -59,7 +59,17 @@ DURATIONS = frozenset(
 #: (a log line's own timestamp, a stack's addresses); what discovered points talked to (a
 #: provider's port, a case's epoch and database file)
 MACHINE = frozenset(
-    {"pid", "workdir", "stderr_tail", "stack_dump", "point_targets", "trace", "traces", "seq_base"}
+    {
+        "pid",
+        "workdir",
+        "stderr_tail",
+        "stack_dump",
+        "point_targets",
+        "point_callers",
+        "trace",
+        "traces",
+        "seq_base",
+    }
 )
 #: keys a library's own threads decide (how often its pollers committed while the case ran,
 #: never named, never crashed): set aside whole, present or not

@@ -164,6 +164,20 @@ def point_targets(events: list[TraceEvent]) -> dict[str, list[str]]:
     return found
 
 
+def point_callers(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
+    """Each discovered point's callers (``detail.via``: the worker's frame that called the
+    helper the point is in), each with the first hit it made, in hit order: a point reached
+    from two places is crashed at the first hit of each by certify."""
+    found: dict[str, dict[str, int]] = {}
+    for ev in events:
+        via = (ev.detail or {}).get("via") if ev.boundary is not None else None
+        if isinstance(via, str) and ev.boundary is not None and isinstance(ev.hit, int):
+            first = found.setdefault(ev.boundary, {})
+            if via not in first or ev.hit < first[via]:
+                first[via] = ev.hit
+    return {b: dict(sorted(c.items(), key=lambda kv: kv[1])) for b, c in found.items()}
+
+
 def unnamed_points(events: list[TraceEvent]) -> dict[str, int]:
     """Every send or commit the hooks saw and could not name (``unnamed_point``), by kind and
     by whom (``after_commit by langgraph/...:put``), counted: never a crash point, so never
