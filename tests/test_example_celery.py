@@ -110,6 +110,7 @@ def test_each_crash_point_gives_its_documented_verdict(tmp_path: Path, name: str
     # dry run as far-side points (crash@accepted.payments#1, #2)
     assert len(report["cases"]) == 9, output
     failed_somewhere = False
+    hangs = 0
     for case in report["cases"]:
         failed = frozenset(n for n, r in case["invariants"].items() if r["status"] == "fail")
         allowed = expected.get(case["id"], {frozenset()})
@@ -121,8 +122,32 @@ def test_each_crash_point_gives_its_documented_verdict(tmp_path: Path, name: str
         last = case["workers"][-1]
         assert last["outcome"] == "stopped", (case["id"], case["workers"])
         # a warm shutdown (exit 0), or SIGTERM's default end for a worker stopped before
-        # Celery installed its handler (all was delivered before it started); never SIGKILL
-        assert (last["exit_code"], last["signal"]) in ((0, None), (None, "SIGTERM")), last
+        # Celery installed its handler (all was delivered before it started); never SIGKILL,
+        # but for Celery's own hang, below
+        ended = (last["exit_code"], last["signal"])
+        if ended not in ((0, None), (None, "SIGTERM")):
+            assert _hung_joining_its_pool(last), last
+            hangs += 1
+    # Celery's warm shutdown can hang joining a pool child after one was SIGKILLed (the
+    # process-scope crash kills a pool child; billiard#457 is one known way: a child killed
+    # holding the pool queue's lock). The harness then does what it documents: its stacks
+    # (SIGABRT), SIGKILL, the case still judged. Seen once in CI (fixed-process,
+    # after_provider_accept#2, 30 s grace); allowed for one case, with that stack only.
+    assert hangs <= 1, output
     assert code == (ExitStatus.VIOLATION if failed_somewhere else ExitStatus.PASSED), output
     # the teardown hook deleted every key the sweep's cases made
     assert _keys() <= before
+
+
+def _hung_joining_its_pool(worker: dict[str, Any]) -> bool:
+    """Whether a worker the harness had to force was Celery's main process waiting, in its
+    warm shutdown, for a pool child that never ended (its stack dump says so), stopped by
+    the harness's documented escalation (SIGTERM, then SIGABRT for the stacks, SIGKILL)."""
+    dump = worker.get("stack_dump") or ""
+    return (
+        worker["signal"] == "SIGABRT"
+        and "SIGTERM, then SIGABRT" in (worker.get("note") or "")
+        and "billiard/pool.py" in dump
+        and " in join" in dump
+        and "in on_stop" in dump
+    )

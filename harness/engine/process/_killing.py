@@ -150,7 +150,10 @@ def await_killers(worker: RunningWorker, events: list[trace.TraceEvent]) -> None
     a reaped root finds nothing. Behind the wall the cgroup file system is read-only, so the
     killer cannot use ``cgroup.kill`` and kills one by one as well: until its own last kill
     it is a live member, not a process that outlived its worker. The killer's own pid is on
-    its crash line, so wait on that."""
+    its crash line, so wait on that. A ``parent``-scope killer is not waited for here: it
+    lives on as an orphan at work, and ``kill_the_rest`` gives it its grace."""
+    if not any(a.scope == "worker" for a in worker.arms):
+        return
     own = worker.pid if worker.ns_pid is None else worker.ns_pid  # as its trace names it
     killers = {
         ev.pid
