@@ -75,6 +75,10 @@ def test_certify_crashes_after_each_callers_use_of_a_committing_helper(tmp_path:
     point = _helper_point(report)
     helper = point.removeprefix("after_commit.")
     assert helper == f"_helper_commit_worker.{_helper_line()}", helper
+    # the dry run's listing says why certify crashes #2 and #3
+    listed = next(ln for ln in said.splitlines() if ln.strip().startswith(point))
+    assert "[3 callers: #1 _helper_commit_worker." in listed, listed
+    assert ", #2 _helper_commit_worker." in listed, listed
     planned = report["plan"]["cases"]
     for kind in ("before_commit", "after_commit"):
         for hit in (1, 2, 3):

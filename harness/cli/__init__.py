@@ -395,7 +395,7 @@ def certify(
             system, dry = discover_boundaries(settings)
             settings.system = system
             click.echo(f"dry run reached: {', '.join(system.boundaries) or 'no boundary'}")
-            echo_discovered(system.boundaries, dry.reached, dry.targets, dry.unnamed)
+            echo_discovered(system.boundaries, dry.reached, dry.targets, dry.unnamed, dry.callers)
             if not system.boundaries:
                 hooked = " and no send or commit of its Python processes" if system.discover else ""
                 click.echo(

@@ -57,10 +57,13 @@ def echo_discovered(
     reached: dict[str, int],
     targets: dict[str, list[str]],
     unnamed: dict[str, int] | None = None,
+    callers: dict[str, dict[str, int]] | None = None,
 ) -> None:
     """A dry run's near-side points (``harness.engine.process._hooks``), one a line: name, hits
-    in the dry run, what it talked to; then every send or commit it saw and could not name
-    (never crashed: said, never silent). Named boundaries are listed by the caller's line."""
+    in the dry run, what it talked to, and for a helper used from several of the worker's
+    lines, the first hit from each (certify crashes each); then every send or commit it saw
+    and could not name (never crashed: said, never silent). Named boundaries are listed by
+    the caller's line."""
     found = [b for b in boundaries if near_side_kind(b)]
     if found:
         width = max(len(b) for b in found)
@@ -70,7 +73,13 @@ def echo_discovered(
             # webhook's URL): masked, as in every report
             said = [_scrub(t) for t in targets.get(name) or ["?"]]
             more = f" (+{len(said) - 1} more)" if len(said) > 1 else ""
-            click.echo(f"  {name:<{width}}  x{reached.get(name, 0):<3} {said[0]}{more}")
+            via = (callers or {}).get(name, {})
+            from_lines = (
+                f"  [{len(via)} callers: " + ", ".join(f"#{h} {c}" for c, h in via.items()) + "]"
+                if len(via) > 1
+                else ""
+            )
+            click.echo(f"  {name:<{width}}  x{reached.get(name, 0):<3} {said[0]}{more}{from_lines}")
     if unnamed:
         click.echo(
             f"seen and not named: {sum(unnamed.values())} send(s)/commit(s) made where no line"

@@ -258,7 +258,9 @@ def _execute(
                 system, dry = discover_boundaries(settings)
                 settings.system = system
                 click.echo(f"dry run reached: {', '.join(system.boundaries) or 'no boundary'}")
-                _echo.echo_discovered(system.boundaries, dry.reached, dry.targets, dry.unnamed)
+                _echo.echo_discovered(
+                    system.boundaries, dry.reached, dry.targets, dry.unnamed, dry.callers
+                )
             cases = default_cases(settings.system, [p.name for p in settings.provider_specs()])
         settings.jobs = jobs
         shard_info: dict[str, Any] | None = None
@@ -373,7 +375,7 @@ def _list_discovered(progress: _progress.Progress, campaign: Any, dry: Any) -> N
     system = campaign.settings.system
     if system.discover:
         with progress.above():
-            echo_discovered(system.boundaries, dry.reached, dry.targets, dry.unnamed)
+            echo_discovered(system.boundaries, dry.reached, dry.targets, dry.unnamed, dry.callers)
 
 
 _common: list[Callable[[Any], Any]] = [
