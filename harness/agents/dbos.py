@@ -38,7 +38,8 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection, inspect, text
 
-from harness.usersystem import LedgerAdapter, LedgerRefusedError, delivery_id_for
+from harness.agents._record import FrameworkRecord
+from harness.usersystem import LedgerRefusedError, delivery_id_for
 
 #: the largest serialized inputs the harness decodes (a workflow's arguments, not a payload)
 MAX_INPUTS = 1 << 20
@@ -52,7 +53,7 @@ NO_ATTEMPTS = (
 _KEYS = ("workflow", "step", "run", "recipients", "key")
 
 
-class DBOSSteps(LedgerAdapter):
+class DBOSSteps(FrameworkRecord):
     """Read a DBOS program's workflows and steps, in the case's database (DBOS's system
     database given as ``{db.url}``; on PostgreSQL, its system schema the case's own)."""
 
@@ -77,10 +78,9 @@ class DBOSSteps(LedgerAdapter):
     }
     parts_not_given: ClassVar[Mapping[str, str]] = {"audit": NO_ATTEMPTS}
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.key_is_step_id:
-            cls.not_given = {k: v for k, v in cls.not_given.items() if k != "idempotency_key"}
+    @classmethod
+    def key_read_back(cls) -> bool:
+        return cls.key_is_step_id
 
     @classmethod
     def from_inline(cls, settings: Mapping[str, Any]) -> type[DBOSSteps]:
@@ -154,9 +154,6 @@ class DBOSSteps(LedgerAdapter):
             for _wf, run_id, recipients in self._workflows(conn)
             for d in recipients
         ]
-
-    def queue(self, conn: Connection) -> list[str]:
-        return [str(r["delivery_id"]) for r in self.deliveries(conn) if r["status"] == "pending"]
 
     def _workflows(self, conn: Connection) -> Iterable[tuple[str, str, list[str]]]:
         """(workflow id, run id, recipients) of each workflow of ours, by its id."""

@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection
 
-from harness.usersystem import LedgerAdapter, LedgerRefusedError, delivery_id_for
+from harness.agents._record import FrameworkRecord
+from harness.usersystem import LedgerRefusedError, delivery_id_for
 
 #: what an agent's transcript cannot tell, said in the words a report shows
 NO_RECORD = (
@@ -34,7 +35,7 @@ NO_RECORD = (
 )
 
 
-class LangGraphCheckpoints(LedgerAdapter):
+class LangGraphCheckpoints(FrameworkRecord):
     """Read the agent's checkpoints as its ledger: a ``SqliteSaver`` file beside the case's
     SQLite database, or a ``PostgresSaver``'s tables in the case's PostgreSQL database (its
     schema, or its own database with ``[database] isolation = "database"``)."""
@@ -62,10 +63,9 @@ class LangGraphCheckpoints(LedgerAdapter):
         "each attempt, so what was tried and flagged cannot be read",
     }
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.key_is_tool_call_id:
-            cls.not_given = {k: v for k, v in cls.not_given.items() if k != "idempotency_key"}
+    @classmethod
+    def key_read_back(cls) -> bool:
+        return cls.key_is_tool_call_id
 
     @classmethod
     def from_inline(cls, settings: Mapping[str, Any]) -> type[LangGraphCheckpoints]:
@@ -111,9 +111,6 @@ class LangGraphCheckpoints(LedgerAdapter):
                 )
             rows.extend(self._calls(thread, messages))
         return rows
-
-    def queue(self, conn: Connection) -> list[str]:
-        return [str(r["delivery_id"]) for r in self.deliveries(conn) if r["status"] == "pending"]
 
     def _calls(self, thread: str, messages: list[Any]) -> Iterable[Mapping[str, Any]]:
         results = {
