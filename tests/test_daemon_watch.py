@@ -5,10 +5,19 @@ decided on evidence read after it. No process runs; the clock is the readings' o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from harness.engine.process._cpu_wait import CpuSample, CpuWatch
-from harness.engine.process._daemon_watch import DaemonWatch, Deadline, Reading, Settled
+from harness.engine.process._daemon_watch import (
+    DaemonWatch,
+    Deadline,
+    Reading,
+    Settled,
+    TraceSince,
+    trace_since,
+)
 from harness.engine.process.settle import Settle
 
 SETTLE = Settle(probe="tests._daemon:pending", deadline_s=5.0, interval_s=0.5, quiet_s=2.0)
@@ -41,9 +50,9 @@ def _r(
     delivered: bool = False,
     own: int = 0,
     requests: int = 0,
-    size: int = 100,
+    busy: int = 100,
 ) -> Reading:
-    return Reading(at, done, output, delivered, own, requests, size)
+    return Reading(at, done, output, delivered, own, requests, busy)
 
 
 def _reader(readings: list[Reading], watch: DaemonWatch) -> Callable[[], Reading]:
@@ -73,9 +82,9 @@ def test_the_quiet_window_and_the_deadline_count_from_the_first_boundary_hit() -
     watch = _watch()
     read = _reader(
         [
-            _r(9.0, own=1, size=150),  # its first trace line: alive at 9
-            _r(10.5, own=1, size=150),  # 1.5 s quiet: not yet
-            _r(11.0, own=1, size=150),  # 2 s quiet
+            _r(9.0, own=1, busy=150),  # its first trace line: alive at 9
+            _r(10.5, own=1, busy=150),  # 1.5 s quiet: not yet
+            _r(11.0, own=1, busy=150),  # 2 s quiet
         ],
         watch,
     )
@@ -85,6 +94,60 @@ def test_the_quiet_window_and_the_deadline_count_from_the_first_boundary_hit() -
     decision = watch.poll(read)
     assert isinstance(decision, Settled), decision
     assert decision.by == "nothing happened for 2s"
+
+
+def test_an_idle_loop_settles_on_quiet_and_a_busy_one_does_not() -> None:
+    """A daemon whose scheduler polls an empty queue every second writes a trace line each
+    time (its own lines grow), none of them busy: it settles on quiet. The same lines,
+    busy (each commit changed a row), keep it from settling: red if every line counted, red
+    if none did."""
+    lines = [(9.0 + 0.5 * i, 1 + i) for i in range(6)]  # a line every 0.5 s from 9 s
+    idle = _watch()
+    read = _reader([_r(t, own=n, busy=150) for t, n in lines], idle)
+    decisions = [idle.poll(read) for _ in lines]
+    assert decisions[:4] == [None] * 4
+    assert isinstance(decisions[4], Settled)
+    assert decisions[4].by == "nothing happened for 2s"
+    busy = _watch()
+    read = _reader([_r(t, own=n, busy=150 + n) for t, n in lines], busy)
+    assert [busy.poll(read) for _ in lines] == [None] * 6
+
+
+def test_the_trace_read_counts_an_idle_poll_as_a_sign_of_life_and_not_as_busy(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    before = '{"event": "hit", "worker": "w1", "boundary": "x", "hit": 1}\n'
+    lines = [
+        {
+            "event": "hit",
+            "worker": "w1",
+            "boundary": "after_commit.a.1",
+            "hit": 1,
+            "t": 5.0,
+            "detail": {"target": "sqlite:///d", "changed": False},
+        },
+        {
+            "event": "unnamed_point",
+            "worker": "w1",
+            "t": 6.0,
+            "detail": {"kind": "after_commit", "target": "sqlite:///d", "changed": False},
+        },
+        {
+            "event": "hit",
+            "worker": "w1",
+            "boundary": "after_commit.a.2",
+            "hit": 1,
+            "t": 7.0,
+            "detail": {"target": "sqlite:///d"},
+        },
+        {"event": "spawn", "worker": "w1", "t": 8.0},
+        {"event": "hit", "worker": "w2", "boundary": "after_send.b.3", "hit": 1, "t": 9.0},
+    ]
+    trace.write_text(before + "".join(json.dumps(ev) + "\n" for ev in lines) + '{"torn')
+    since = trace_since(trace, len(before), "w1")
+    assert since == TraceSince(own_lines=3, first_t=5.0, busy_lines=3)
+    assert trace_since(tmp_path / "none.jsonl", 0, "w1") == TraceSince(0, None, 0)
 
 
 def test_a_changed_probe_answer_or_a_provider_request_is_a_sign_of_life() -> None:
@@ -103,8 +166,8 @@ def test_a_deadline_met_as_the_work_finishes_is_decided_on_a_reading_after_it() 
     read = _reader(
         [
             _r(1.0, done=False, own=1),
-            _r(6.5, done=False, own=2, size=120),  # past 1 + 5: the deadline
-            _r(6.6, done=True, delivered=True, own=3, size=140),  # read again after it
+            _r(6.5, done=False, own=2, busy=120),  # past 1 + 5: the deadline
+            _r(6.6, done=True, delivered=True, own=3, busy=140),  # read again after it
         ],
         watch,
     )

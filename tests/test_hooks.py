@@ -266,6 +266,66 @@ def test_a_forked_worker_is_hooked_smtp_and_sqlalchemy_alike(
     assert targets[f"after_commit.forked_worker.{session}"] == [f"sqlite:///{tmp_path / 'f.db'}"]
 
 
+#: a poller: commits that wrote rows and commits that found nothing, through sqlite3 and
+#: through SQLAlchemy
+POLLER = """\
+import sys
+
+import sqlalchemy
+import sqlite3
+
+db = sys.argv[1]
+conn = sqlite3.connect(db)
+conn.execute("create table t (a integer)")
+conn.execute("insert into t values (1)")
+conn.commit()  # WRITE
+conn.execute("select a from t").fetchall()
+conn.commit()  # POLL
+with conn:  # POLL_WITH
+    conn.execute("select a from t").fetchall()
+with conn:  # WRITE_WITH
+    conn.execute("update t set a = 2")
+conn.execute("delete from t where a = 99")
+conn.commit()  # DELETE_NOTHING
+engine = sqlalchemy.create_engine(f"sqlite:///{db}")
+with engine.begin() as c:  # SA_POLL
+    c.exec_driver_sql("select a from t").all()
+with engine.begin() as c:  # SA_WRITE
+    c.exec_driver_sql("insert into t values (3)")
+"""
+
+
+def test_a_commit_that_changed_no_row_is_marked_idle_and_one_that_did_is_not(
+    tmp_path: Path,
+) -> None:
+    """An idle loop's poll is a hit like any other (it can be crashed), marked
+    ``changed: false`` so a daemon's quiet window does not count it as activity; a commit
+    that wrote a row carries no mark (activity). Red with the mark left out."""
+    script = tmp_path / "poller.py"
+    script.write_text(POLLER)
+    outcome, hits = _run(tmp_path, _exec(script, str(tmp_path / "p.db")), [])
+    assert outcome.kind is OutcomeKind.COMPLETED, outcome.stderr_tail
+    marks = {
+        e.boundary: (e.detail or {}).get("changed", True)
+        for e in hits
+        if e.boundary is not None and e.boundary.startswith("after_commit.")
+    }
+    expected = {
+        "WRITE": True,
+        "POLL": False,
+        "POLL_WITH": False,
+        "WRITE_WITH": True,
+        "DELETE_NOTHING": False,
+        "SA_POLL": False,
+        "SA_WRITE": True,
+    }
+    assert marks == {
+        f"after_commit.poller.{line_of(POLLER, m)}": changed for m, changed in expected.items()
+    }
+    befores = [e for e in hits if e.boundary and e.boundary.startswith("before_commit.")]
+    assert [(e.detail or {}).get("changed", True) for e in befores] == list(expected.values())
+
+
 #: a worker whose sends happen two execs down (worker -> middle -> leaf), twice
 TREE = {
     "tree_worker.py": """\

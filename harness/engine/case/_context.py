@@ -32,6 +32,7 @@ from harness.engine.process._daemon_watch import (
     Settled,
     SpawnMarks,
     lines_by,
+    trace_since,
 )
 from harness.engine.process._faketime import write_offset
 from harness.engine.process.lifecycle import Lifecycle
@@ -234,6 +235,7 @@ class CaseContext:
             done, output = settle.settled(config)  # the probe first, then the provider's
             effects = self.all_case_effects()  # logs, so they are at least as fresh
             accepted = {(e.run_id, e.destination) for e in effects if e.accepted}
+            since = trace_since(self.trace_path, marks.trace_offset, worker.name)
             return Reading(
                 at=time.monotonic(),
                 probe_done=done,
@@ -243,9 +245,9 @@ class CaseContext:
                     for run, dests in self.intended.items()
                     for dest in dests
                 ),
-                own_lines=lines_by(self.trace_path, marks.trace_offset, worker.name)[0],
+                own_lines=since.own_lines,
                 requests=max(0, len(effects) - marks.requests),
-                trace_size=_size(self.trace_path),
+                busy_lines=since.busy_lines,
             )
 
         while True:

@@ -23,6 +23,13 @@ over once
 the worker has *had* it, or at ``STRETCH`` times it on the wall clock. A deadline cut short
 that way is one the machine missed (``Deadline.cpu.starved``), decided as such.
 
+What counts as **something happening** (and starts the quiet window again) is a request at
+the provider, or a trace line of any kind except an idle poll's: a commit the hooks saw
+change no row (``"changed": false``: a Huey or RQ scheduler's once-a-second look at an empty
+queue, a poller's ``BEGIN; SELECT; COMMIT``). Counted, an idle loop never lets a daemon go
+quiet: the case ran to the settle deadline and read ``liveness`` failed with the real loss
+left undecided. An idle poll is still a sign of life, and still a point that can be crashed.
+
 Evidence at the deadline is read **again after the deadline**: a deadline met just as the
 work finishes, every delivery accepted, is a settled system, not a liveness failure.
 """
@@ -62,8 +69,9 @@ class Reading:
     own_lines: int
     #: requests the provider logged since this worker was spawned
     requests: int
-    #: the whole trace's size: anything written counts as something happening
-    trace_size: int
+    #: trace lines since this worker's spawn that are something happening: every line but
+    #: an idle poll's (a commit that changed no row, ``"changed": false``)
+    busy_lines: int
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,7 @@ class DaemonWatch:
         """Take in one reading: a first sign of life, or something happening."""
         if self._first_probe is None:
             self._first_probe = r.probe_output
-        activity = (r.trace_size, r.requests)
+        activity = (r.busy_lines, r.requests)
         if self.alive_at is None:
             why = None
             if r.own_lines:
@@ -158,7 +166,7 @@ class DaemonWatch:
                 self._alive(
                     r.at,
                     f"no sign of life in {r.at - self.spawned_at:.3g}s: counted as started",
-                    (r.trace_size, r.requests),
+                    (r.busy_lines, r.requests),
                 )
         by = self.settled_by(r)
         if by is not None:
@@ -182,23 +190,50 @@ def lines_by(path: Path, offset: int, worker: str) -> tuple[int, float | None]:
     """How many trace lines ``worker`` itself wrote after ``offset`` (not the supervisor's
     spawn and exit lines about it), and the wall time of the first; a torn last line is
     not counted."""
+    since = trace_since(path, offset, worker)
+    return since.own_lines, since.first_t
+
+
+@dataclass(frozen=True)
+class TraceSince:
+    """The trace after a worker's spawn offset, as a daemon watch reads it."""
+
+    #: lines ``worker`` itself wrote (not the supervisor's spawn and exit lines about it)
+    own_lines: int
+    #: the wall time of the first of them
+    first_t: float | None
+    #: lines of anyone's that are something happening: all but idle polls
+    busy_lines: int
+
+
+def is_idle(ev: dict[str, object]) -> bool:
+    """An idle poll's line: a commit (a hit or an unnamed one) the hooks saw change no row."""
+    detail = ev.get("detail")
+    return isinstance(detail, dict) and detail.get("changed") is False
+
+
+def trace_since(path: Path, offset: int, worker: str) -> TraceSince:
+    """Read the trace after ``offset`` once for a daemon watch; a torn last line is not
+    counted."""
     try:
         with path.open("rb") as f:
             f.seek(offset)
             raw = f.read()
     except FileNotFoundError:
-        return 0, None
-    count, first = 0, None
+        return TraceSince(0, None, 0)
+    count, first, busy = 0, None, 0
     for line in raw.splitlines():
         try:
             ev = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(ev, dict) or ev.get("worker") != worker:
+        if not isinstance(ev, dict):
             continue
-        if ev.get("event") in ("spawn", "exit"):
+        if not is_idle(ev):
+            busy += 1
+        if ev.get("worker") != worker or ev.get("event") in ("spawn", "exit"):
             continue
         count += 1
         if first is None and isinstance(ev.get("t"), int | float):
             first = float(ev["t"])
-    return count, first
+    return TraceSince(count, first, busy)

@@ -153,19 +153,27 @@ def _call_site(frame: FrameType | None) -> str | None:
     return _whose(frame)[1]
 
 
-def _hit(kind: str, target: str) -> None:
+def _hit(kind: str, target: str, changed: bool | None = None) -> None:  # noqa: FBT001
+    """Trace (and count, and act on) one send or commit; ``changed=False`` marks a commit
+    known to have written nothing (an idle loop's poll): it is still a point's hit, but
+    never activity for a daemon's quiet window (``_daemon_watch``)."""
     tracer = _boundary._tracer
     if tracer is None:
         return
     frame = sys._getframe(2)
     whose, where, via = _whose(frame)
+    detail: dict[str, object] = {"target": target}
+    if changed is False:
+        detail["changed"] = False
     if where is None and whose == _LIBRARY:  # a framework's own thread: its own terms
         where = _framework_points.name_of(frame)
         if where is None:  # seen, and no point: coverage says so, never silent
-            tracer.unnamed(kind, {"target": target, "by": _framework_points.described(frame)})
+            detail["by"] = _framework_points.described(frame)
+            tracer.unnamed(kind, detail)
             return
     if where is not None:
-        detail = {"target": target} if via is None else {"target": target, "via": via}
+        if via is not None:
+            detail["via"] = via
         tracer.hit(f"{kind}.{where}", detail)
 
 
@@ -277,6 +285,22 @@ def _sqlite_target(conn: Any, *_a: Any, **_k: Any) -> str:
 _sqlite_classes: dict[Any, type] = {}
 
 
+def _sqlite_changed(conn: Any) -> bool | None:
+    """Whether this SQLite connection has changed a row since its last hooked commit (its
+    ``total_changes`` moved: rows inserted, updated or deleted, rolled back or not), and
+    remember where it stands; None when the connection cannot say (not SQLite). A poll
+    that found nothing (``BEGIN``, ``SELECT``, ``COMMIT``) changed nothing."""
+    total = getattr(conn, "total_changes", None)
+    if not isinstance(total, int):
+        return None
+    last = getattr(conn, "_crash_harness_changes", 0)
+    try:
+        conn._crash_harness_changes = total
+    except AttributeError:  # a connection type that takes no attribute: cannot remember
+        return None
+    return total != last
+
+
 def _hooked_sqlite_class(factory: Any) -> type:
     if getattr(factory, "_crash_harness_hooked", False):
         return factory  # type: ignore[no-any-return]
@@ -287,20 +311,20 @@ def _hooked_sqlite_class(factory: Any) -> type:
     def commit(self: Any) -> None:
         if _boundary._tracer is None:
             return factory.commit(self)  # type: ignore[no-any-return]
-        target = _sqlite_target(self)
-        _hit("before_commit", target)
+        target, changed = _sqlite_target(self), _sqlite_changed(self)
+        _hit("before_commit", target, changed)
         factory.commit(self)
-        _hit("after_commit", target)
+        _hit("after_commit", target, changed)
         return None
 
     def __exit__(self: Any, exc_type: Any, exc: Any, tb: Any) -> Any:
         # the C ``__exit__`` commits without looking ``commit`` up: hook it here too
         if exc_type is not None or _boundary._tracer is None:
             return factory.__exit__(self, exc_type, exc, tb)
-        target = _sqlite_target(self)
-        _hit("before_commit", target)
+        target, changed = _sqlite_target(self), _sqlite_changed(self)
+        _hit("before_commit", target, changed)
         result = factory.__exit__(self, exc_type, exc, tb)
-        _hit("after_commit", target)
+        _hit("after_commit", target, changed)
         return result
 
     hooked = type(
@@ -354,9 +378,11 @@ def _patch_sqlalchemy(module: ModuleType) -> None:
         if _boundary._tracer is None:
             return original(self)
         target = _target_of(_sqlalchemy_target, self)
-        _hit("before_commit", target)
+        fairy = getattr(self, "_dbapi_connection", None)  # the pool's proxy: its driver's
+        changed = _sqlite_changed(getattr(fairy, "dbapi_connection", None))
+        _hit("before_commit", target, changed)
         result = original(self)
-        _hit("after_commit", target)
+        _hit("after_commit", target, changed)
         return result
 
     conn._commit_impl = hooked
