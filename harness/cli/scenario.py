@@ -205,6 +205,8 @@ def _execute(
     determinism: int = 0,
     set_words: tuple[str, ...] = (),
     verb: str | None = None,
+    hit_sample: int | None = None,
+    all_hits: bool = False,
 ) -> None:
     from harness.engine.case.campaign import (
         Campaign,
@@ -220,7 +222,7 @@ def _execute(
     from harness.engine.plan import scenario as scenario_mod
     from harness.engine.search import recovery
     from harness.engine.search.determinism import rerun_sample
-    from harness.engine.search.sweep import sweep
+    from harness.engine.search.sweep import DEFAULT_SAMPLE, sweep
 
     settings: Any = None
     workdir: Path | None = None
@@ -298,6 +300,8 @@ def _execute(
                     jobs=jobs,
                     shard=None if shard_info is None else (index, count),
                     on_dry_run=lambda dry: _list_discovered(progress, campaign, dry),
+                    sample=DEFAULT_SAMPLE if hit_sample is None else hit_sample,
+                    all_hits=all_hits,
                 )
                 result.cases.extend(results)
                 result.extra["sweep"] = coverage.to_json()
@@ -340,6 +344,13 @@ def _execute(
             f"sweep coverage{where}: {cov['pairs_covered']}/{cov['pairs_expected']}"
             f" (boundary, hit) pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
         )
+        if cov.get("hits_left_out"):
+            click.echo(
+                f"  discovered points: {cov['hits_reached']} hits in the dry run,"
+                f" {cov['hit_classes']} classes: the first of each + {cov['hits_sampled']}"
+                f" sampled; {cov['hits_left_out']} left out, not covered (--all-hits crashes"
+                " them)"
+            )
         if cov.get("unnamed_seen"):
             seen = sum(cov["unnamed_seen"].values())
             click.echo(
@@ -462,16 +473,35 @@ def run_cmd(**options: Any) -> None:
     help="Run only these case ids of the sweep (repeatable), as certify --case does.",
     shell_complete=_complete.complete_case,
 )
+@click.option(
+    "--sample",
+    "hit_sample",
+    type=click.IntRange(0, None),
+    default=None,
+    help="Hits of a discovered point crashed beyond the first of each class, drawn from"
+    " the seed.  [default: 10]",
+)
+@click.option(
+    "--all-hits",
+    is_flag=True,
+    help="Crash every hit of every discovered point, not one per class and a sample.",
+)
 @_determinism
 def sweep_cmd(**options: Any) -> None:
     """Dry-run a scenario, then crash at every (boundary, hit) it reached.
 
     SCENARIO is a built-in scenario's name (`crash-harness scenarios list`) or the path of a
-    scenario file (TOML). With --case, only those cases run (a case of a sweep's report, to
-    rerun a few without the whole sweep); --depth does not apply then.
+    scenario file (TOML). Hits of a discovered point that went the same way (the same
+    library path below the worker's line, the same caller, rows written or none) are one
+    class: the sweep crashes the first of each class and a seeded sample of the others
+    (--sample), or every hit (--all-hits). With --case, only those cases run (a case of a
+    sweep's report, to rerun a few without the whole sweep); --depth does not apply then.
     """
     if options.get("only") and options.get("depth"):
         click.echo("error: --depth plans a sweep; --case names its cases: give one", err=True)
+        sys.exit(ExitStatus.BAD_INPUT)
+    if options.get("all_hits") and options.get("hit_sample") is not None:
+        click.echo("error: --all-hits crashes every hit; --sample chooses some: give one", err=True)
         sys.exit(ExitStatus.BAD_INPUT)
     _execute(mode="sweep", verb="sweep" if options.get("only") else None, **options)
 

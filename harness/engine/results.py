@@ -128,6 +128,9 @@ class CaseResult:
     #: discovered point -> the worker's frames that called into it, each with its first hit
     #: (``shop.61: 1, shop.64: 2``: two commits through one helper)
     callers: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: discovered point -> hit -> its class (``harness.engine.store.trace.hit_classes``), of
+    #: the first worker: what a sweep plans one case per class from; not in the report
+    classes: dict[str, dict[int, str]] = field(default_factory=dict)
     #: run ids of accepted effects the case never intended (sorted, at most five): a worker
     #: that keeps its own work names these instead of the harness's runs
     foreign_runs: list[str] = field(default_factory=list)

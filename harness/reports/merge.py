@@ -249,7 +249,10 @@ def _merged_sweep(
         if plan[k].startswith("crash@") and "+" not in plan[k] and (k % count) + 1 in absent
     }
     missing = sorted(missing_set, key=lambda pair: position.get(f"crash@{pair}", len(plan)))
+    # every shard chose its hits from the same dry run: its counts are the campaign's
+    hits = {k: v for k, v in parts[0].items() if k.startswith("hit")} if parts else {}
     return {
+        **hits,
         "pairs_expected": len(crashes),
         "pairs_covered": sum(int(part.get("pairs_covered", 0)) for part in parts),
         "pairs_missing": missing,

@@ -62,6 +62,7 @@ def record_case(
         reached=_with_far_side(trace_store.boundaries_reached(events), observation.effects),
         targets=trace_store.point_targets(events),
         callers=trace_store.point_callers(events),
+        classes=trace_store.hit_classes(events, "w1"),
         unnamed=trace_store.unnamed_points(events),
         foreign_runs=_foreign_runs(observation),
         hits_by_worker=_hits_by_worker(events),

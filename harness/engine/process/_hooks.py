@@ -43,6 +43,7 @@ import os
 import re
 import sys
 import sysconfig
+import zlib
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from types import FrameType, ModuleType
@@ -112,25 +113,37 @@ def _kind_of_frame(frame: FrameType) -> int:
     return kind
 
 
-def _whose(frame: FrameType | None) -> tuple[int, str | None, str | None]:
-    """Who made this call: ``(_WORKER, its call site, its caller's)`` for the worker's own
-    frame nearest the call and the worker's frame that called into it (None: none above
-    it); ``(_OWN, None, None)`` for the harness's own traffic (never a point); ``(_LIBRARY,
-    None, None)`` when only libraries and the standard library are on the stack (a
+def _whose(frame: FrameType | None) -> tuple[int, str | None, str | None, str | None]:
+    """Who made this call: ``(_WORKER, its call site, its caller's, the chain)`` for the
+    worker's own frame nearest the call, the worker's frame that called into it (None: none
+    above it) and a fingerprint of the library frames between that frame and the call;
+    ``(_OWN, None, None, None)`` for the harness's own traffic (never a point); ``(_LIBRARY,
+    None, None, None)`` when only libraries and the standard library are on the stack (a
     framework's own thread).
 
     The caller tells apart commits a worker makes through one helper: one point (the
     helper's line), many callers; certify crashes the first hit from each caller, so the
-    gap after the helper's second use is tried, not only its first."""
+    gap after the helper's second use is tried, not only its first. The chain tells apart
+    what a library does below one line of the worker: Huey's consumer, forked from one line,
+    commits a dequeue and a schedule poll through two different paths; a sweep runs one
+    case per class of hit (``harness.engine.search._classes``), not one per hit."""
+    below: list[str] = []
     while frame is not None:
         kind = _kind_of_frame(frame)
         if kind == _WORKER:
             where = point_where(frame.f_code.co_filename, frame.f_lineno)
-            return _WORKER, where, _caller_of(frame)
+            return _WORKER, where, _caller_of(frame), _fingerprint(below)
         if kind == _OWN:  # the harness's own call (``jobs()`` reading its tables, a probe)
-            return _OWN, None, None
+            return _OWN, None, None, None
+        below.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
         frame = frame.f_back
-    return _LIBRARY, None, None
+    return _LIBRARY, None, None, None
+
+
+def _fingerprint(frames: list[str]) -> str:
+    """Eight hex digits naming a path through library code (function and line of each
+    frame): the same from run to run, unlike the frames' addresses."""
+    return f"{zlib.crc32(chr(10).join(frames).encode()):08x}"
 
 
 def _caller_of(frame: FrameType) -> str | None:
@@ -161,7 +174,7 @@ def _hit(kind: str, target: str, changed: bool | None = None) -> None:  # noqa: 
     if tracer is None:
         return
     frame = sys._getframe(2)
-    whose, where, via = _whose(frame)
+    whose, where, via, chain = _whose(frame)
     detail: dict[str, object] = {"target": target}
     if changed is False:
         detail["changed"] = False
@@ -174,6 +187,8 @@ def _hit(kind: str, target: str, changed: bool | None = None) -> None:  # noqa: 
     if where is not None:
         if via is not None:
             detail["via"] = via
+        if chain is not None:
+            detail["chain"] = chain
         tracer.hit(f"{kind}.{where}", detail)
 
 

@@ -2,7 +2,9 @@
 (boundary, hit), and with depth 2 a second crash at every hit of each recovery.
 
 A system that discovers its points (``System.discover``: a program that declares none) is
-swept at every near-side point its dry run reached (``before_send.WHERE``, ...), at each hit.
+swept at every near-side point its dry run reached (``before_send.WHERE``, ...): at the
+first hit of each class of hit, and a seeded sample of the others (``_classes``; all of them
+with ``all_hits``).
 
 Far-side points are planned from the same dry run: each request provider NAME accepted in
 it is one case, ``crash@accepted.NAME#k`` for k = 1..count (``harness.engine.process._far_side``).
@@ -21,7 +23,11 @@ from dataclasses import dataclass, field
 from harness.engine.case.campaign import Campaign, CaseResult, refuse_own_work
 from harness.engine.plan.schedule import CaseSpec
 from harness.engine.process import _far_side
+from harness.engine.search import _classes
 from harness.engine.search.recovery import second_crashes
+
+#: hits of a discovered point crashed beyond the first of each class (``--sample``)
+DEFAULT_SAMPLE = _classes.DEFAULT_SAMPLE
 
 
 @dataclass
@@ -40,10 +46,13 @@ class SweepCoverage:
     #: sends and commits the dry run saw and could not name (``CaseResult.unnamed``): no
     #: pair can be planned there, so they are never crashed, and the coverage says so
     unnamed: dict[str, int] = field(default_factory=dict)
+    #: which hits of the dry run were crashed: one per class and a sample
+    hits: _classes.HitChoice | None = None
 
     def to_json(self) -> dict[str, object]:
         missing = sorted(self.expected - self.covered)
         return {
+            **(self.hits.to_json() if self.hits is not None else {}),
             "pairs_expected": len(self.expected),
             "pairs_covered": len(self.covered & self.expected),
             "pairs_missing": [f"{b}#{h}" for b, h in missing],
@@ -64,6 +73,8 @@ def sweep(
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
     on_dry_run: Callable[[CaseResult], None] | None = None,
+    sample: int = _classes.DEFAULT_SAMPLE,
+    all_hits: bool = False,
 ) -> tuple[list[CaseResult], SweepCoverage]:
     """Run the dry run, then every first crash it makes possible (and second ones at depth 2).
 
@@ -75,6 +86,9 @@ def sweep(
 
     ``on_dry_run(dry)`` is told the dry run once the plan is known (what it discovered is in
     ``campaign.settings.system.boundaries`` by then).
+
+    Of a discovered point's hits, the first of each class and ``sample`` more drawn from the
+    seed are crashed (``harness.engine.search._classes``); ``all_hits`` crashes every one.
 
     ``on_plan(n)`` is told each time ``n`` more cases are planned (the dry run and the first
     crashes once the dry run is done, the second crashes once the first ones are), so a
@@ -96,6 +110,12 @@ def sweep(
     pairs = [(b, h) for b in boundaries for h in range(1, first_hits.get(b, 0) + 1)]
     coverage.unreached = [b for b in boundaries if not first_hits.get(b)]
     coverage.unnamed = dict(dry.unnamed)
+    # one crash per class of hit, and a seeded sample of the rest (``_classes``)
+    choice = _classes.choose(
+        pairs, dry.classes, seed=campaign.settings.seed, sample=sample, all_hits=all_hits
+    )
+    coverage.hits = choice
+    pairs = list(choice.planned)
     # every request each provider accepted in the dry run is a far-side point
     for name in campaign.providers:
         point = _far_side.point(name)

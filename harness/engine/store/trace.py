@@ -178,6 +178,25 @@ def point_callers(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
     return {b: dict(sorted(c.items(), key=lambda kv: kv[1])) for b, c in found.items()}
 
 
+def hit_classes(events: list[TraceEvent], worker: str) -> dict[str, dict[int, str]]:
+    """The class of each hit ``worker`` made at each discovered point: the path through
+    library code below the worker's line (``detail.chain``), the worker's line that called
+    it (``detail.via``) and whether the commit changed a row (``detail.changed``). Hits of
+    one class went the same way to the same kind of effect; a hit without a chain (a named
+    boundary, a point a framework names) is in no class and is left out."""
+    found: dict[str, dict[int, str]] = {}
+    for ev in events:
+        detail = ev.detail or {}
+        chain = detail.get("chain")
+        if ev.boundary is None or ev.worker != worker or not isinstance(ev.hit, int):
+            continue
+        if not isinstance(chain, str):
+            continue
+        wrote = "idle" if detail.get("changed") is False else "effect"
+        found.setdefault(ev.boundary, {})[ev.hit] = f"{chain}|{detail.get('via') or ''}|{wrote}"
+    return found
+
+
 def unnamed_points(events: list[TraceEvent]) -> dict[str, int]:
     """Every send or commit the hooks saw and could not name (``unnamed_point``), by kind and
     by whom (``after_commit by langgraph/...:put``), counted: never a crash point, so never
