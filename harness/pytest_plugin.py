@@ -530,7 +530,14 @@ class CrashCampaign:
                 result = CampaignResult(settings=settings, workdir=campaign.workdir)
                 if chosen_mode == "sweep":
                     depth = depth or (scenario.depth if scenario is not None else 1)
-                    found, cov = sweep(campaign, depth=depth, jobs=settings.jobs, shard=split)
+                    hits: dict[str, Any] = {}
+                    if scenario is not None:  # the file's [cases] sample / all_hits
+                        hits["all_hits"] = scenario.all_hits
+                        if scenario.sample is not None:
+                            hits["sample"] = scenario.sample
+                    found, cov = sweep(
+                        campaign, depth=depth, jobs=settings.jobs, shard=split, **hits
+                    )
                     result.cases.extend(found)
                     result.extra["sweep"] = cov.to_json()
                     # the documented boundaries the dry run never reached (a shard's own

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.engine.search._classes import choose
 from tests._cli import run_harness
 
@@ -129,3 +131,22 @@ def test_the_sample_is_drawn_from_the_seed_and_all_hits_takes_every_one() -> Non
     everything = choose(PAIRS, CLASSES, seed=7, all_hits=True)
     assert (everything.planned, everything.left_out) == (PAIRS, [])
     assert choose(PAIRS, CLASSES, seed=7, sample=99).left_out == []
+
+
+def test_a_scenario_file_sets_the_sample_or_all_hits_and_not_both(tmp_path: Path) -> None:
+    from harness.engine.plan import scenario as scenario_mod
+    from harness.errors import BadInputError
+
+    path = tmp_path / "poller.toml"
+    path.write_text(SCENARIO + "sample = 3\n")
+    loaded = scenario_mod.load(path)
+    assert (loaded.sample, loaded.all_hits) == (3, False)
+    path.write_text(SCENARIO + "all_hits = true\n")
+    loaded = scenario_mod.load(path)
+    assert (loaded.sample, loaded.all_hits) == (None, True)
+    path.write_text(SCENARIO + "all_hits = true\nsample = 3\n")
+    with pytest.raises(BadInputError, match=r"poller\.toml.*give one"):
+        scenario_mod.load(path)
+    path.write_text(SCENARIO + "sample = -1\n")
+    with pytest.raises(BadInputError, match="sample"):
+        scenario_mod.load(path)

@@ -300,8 +300,10 @@ def _execute(
                     jobs=jobs,
                     shard=None if shard_info is None else (index, count),
                     on_dry_run=lambda dry: _list_discovered(progress, campaign, dry),
-                    sample=DEFAULT_SAMPLE if hit_sample is None else hit_sample,
-                    all_hits=all_hits,
+                    sample=next(
+                        n for n in (hit_sample, scenario.sample, DEFAULT_SAMPLE) if n is not None
+                    ),
+                    all_hits=all_hits or (hit_sample is None and scenario.all_hits),
                 )
                 result.cases.extend(results)
                 result.extra["sweep"] = coverage.to_json()

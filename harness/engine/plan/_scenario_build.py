@@ -62,6 +62,8 @@ def build(source: ScenarioFile) -> Scenario:
         violation=violation,
         provider_options=first.options,
         crash_scope=cases.crash_scope,
+        sample=cases.sample,
+        all_hits=cases.all_hits,
         settle=settle,
         boundaries=command.boundaries,
         prepare=command.prepare,
@@ -123,6 +125,8 @@ class _CasesTable:
     cases: tuple[CaseSpec, ...]
     depth: int
     crash_scope: str
+    sample: int | None = None
+    all_hits: bool = False
 
 
 def _read_cases(source: ScenarioFile) -> _CasesTable:
@@ -148,7 +152,12 @@ def _read_cases(source: ScenarioFile) -> _CasesTable:
             "crash_scope",
             f"expected one of {', '.join(SCOPES)}, got {crash_scope!r}",
         )
-    return _CasesTable(mode, tuple(cases), depth, crash_scope)
+    sample, all_hits = cases_table.get("sample"), cases_table.get("all_hits", False)
+    if all_hits and sample is not None:
+        raise source.error(
+            "cases", "sample", "all_hits = true crashes every hit; sample chooses some: give one"
+        )
+    return _CasesTable(mode, tuple(cases), depth, crash_scope, sample, all_hits)
 
 
 def _read_settle(source: ScenarioFile, lifecycle: Lifecycle) -> Settle | None:

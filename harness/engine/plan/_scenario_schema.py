@@ -56,7 +56,14 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "next": (str,),
         "prepare_next": (str,),
     },
-    "cases": {"mode": (str,), "list": (list,), "depth": (int,), "crash_scope": (str,)},
+    "cases": {
+        "mode": (str,),
+        "list": (list,),
+        "depth": (int,),
+        "crash_scope": (str,),
+        "sample": (int,),
+        "all_hits": (bool,),
+    },
     "settle": {
         "probe": (str,),
         "recovery": (str,),
@@ -88,6 +95,7 @@ _RANGES: dict[tuple[str, str], tuple[float, bool, float, str]] = {
     ("worker", "exits_after_crash"): (1, True, 255, ""),  # each of the list's exit codes
     ("worker", "restart_gap_s"): (0, True, 3650 * _DAY, " s"),
     ("cases", "depth"): (1, True, 2, ""),
+    ("cases", "sample"): (0, True, 1_000_000, ""),
     ("settle", "deadline_s"): (0, False, _DAY, " s"),
     ("settle", "interval_s"): (0, False, 3600, " s"),
     ("settle", "quiet_s"): (0, True, 3600, " s"),

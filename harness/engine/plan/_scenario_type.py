@@ -52,6 +52,10 @@ class Scenario:
     provider_options: dict[str, Any] = field(default_factory=dict)
     #: what a crash kills (``[cases] crash_scope``): the whole worker, or one process
     crash_scope: str = "worker"
+    #: ``[cases] sample`` and ``all_hits``: which hits of a discovered point a sweep crashes
+    #: beyond the first of each class (``harness.engine.search._classes``); None: the default
+    sample: int | None = None
+    all_hits: bool = False
     #: ``[settle]``: probe, recovery hook and deadline for a system with its own timers
     settle: Settle | None = None
     #: for a ``cmd:`` system: the boundaries it declares (None: the reference's, judged
