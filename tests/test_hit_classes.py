@@ -10,16 +10,14 @@ class) it would crash only the first poll and pass.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.engine.search._classes import choose
-from tests._cli import run_harness
+from tests._cli import harness_proc, run_harness
+from tests.test_hooks import line_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = """\
@@ -46,9 +44,7 @@ mode = "sweep"
 
 
 def _step_line() -> int:
-    lines = (ROOT / "tests" / "_idle_poll_worker.py").read_text().splitlines()
-    (found,) = [n for n, line in enumerate(lines, 1) if line.endswith("# STEP")]
-    return found
+    return line_of((ROOT / "tests" / "_idle_poll_worker.py").read_text(), "STEP")
 
 
 def _sweep(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
@@ -80,15 +76,7 @@ def test_one_case_per_class_finds_the_loss_behind_twelve_idle_polls(tmp_path: Pa
 
 
 def test_all_hits_and_a_sample_are_one_choice_or_the_other(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "sweep", "x.toml", "--all-hits", "--sample", "3"],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = harness_proc(tmp_path, tmp_path, "sweep", "x.toml", "--all-hits", "--sample", "3")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--all-hits crashes every hit; --sample chooses some" in done.stderr
 

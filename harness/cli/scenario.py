@@ -347,12 +347,9 @@ def _execute(
             f" (boundary, hit) pairs; depth-2 cases {cov['depth2_fired']}/{cov['depth2_planned']}"
         )
         if cov.get("hits_left_out"):
-            click.echo(
-                f"  discovered points: {cov['hits_reached']} hits in the dry run,"
-                f" {cov['hit_classes']} classes: the first of each + {cov['hits_sampled']}"
-                f" sampled; {cov['hits_left_out']} left out, not covered (--all-hits crashes"
-                " them)"
-            )
+            from harness.engine.search.sweep import describe_hits
+
+            click.echo(f"  discovered points: {describe_hits(cov)}")
         if cov.get("unnamed_seen"):
             seen = sum(cov["unnamed_seen"].values())
             click.echo(

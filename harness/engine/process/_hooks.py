@@ -127,7 +127,7 @@ def _whose(frame: FrameType | None) -> tuple[int, str | None, str | None, str | 
     what a library does below one line of the worker: Huey's consumer, forked from one line,
     commits a dequeue and a schedule poll through two different paths; a sweep runs one
     case per class of hit (``harness.engine.search._classes``), not one per hit."""
-    below: list[str] = []
+    below: list[tuple[str, int]] = []  # formatted only once the worker's frame is found
     while frame is not None:
         kind = _kind_of_frame(frame)
         if kind == _WORKER:
@@ -135,15 +135,16 @@ def _whose(frame: FrameType | None) -> tuple[int, str | None, str | None, str | 
             return _WORKER, where, _caller_of(frame), _fingerprint(below)
         if kind == _OWN:  # the harness's own call (``jobs()`` reading its tables, a probe)
             return _OWN, None, None, None
-        below.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
+        below.append((frame.f_code.co_qualname, frame.f_lineno))
         frame = frame.f_back
     return _LIBRARY, None, None, None
 
 
-def _fingerprint(frames: list[str]) -> str:
+def _fingerprint(frames: list[tuple[str, int]]) -> str:
     """Eight hex digits naming a path through library code (function and line of each
     frame): the same from run to run, unlike the frames' addresses."""
-    return f"{zlib.crc32(chr(10).join(frames).encode()):08x}"
+    path = "\n".join(f"{name}:{line}" for name, line in frames)
+    return f"{zlib.crc32(path.encode()):08x}"
 
 
 def _caller_of(frame: FrameType) -> str | None:

@@ -51,14 +51,20 @@ class HitChoice:
         }
 
     def sentence(self) -> str:
-        """``201 hits, 23 classes: 23 + 10 sampled, 168 left out (--all-hits runs them)``."""
-        if not self.left_out:
-            return f"{self.reached} hits, {self.classes} classes: every hit crashed"
-        return (
-            f"{self.reached} hits, {self.classes} classes: {self.classes} + "
-            f"{len(self.sampled)} sampled, {len(self.left_out)} left out "
-            "(--all-hits crashes them)"
-        )
+        """What the sweep crashed of its hits, as the console says it."""
+        return describe(self.to_json())
+
+
+def describe(counts: Mapping[str, object]) -> str:
+    """``201 hits, 23 classes: 23 + 10 sampled, 168 left out, not covered (--all-hits
+    crashes them)``, from the counts of a report's ``sweep``."""
+    reached, classes = counts["hits_reached"], counts["hit_classes"]
+    if not counts["hits_left_out"]:
+        return f"{reached} hits, {classes} classes: every hit crashed"
+    return (
+        f"{reached} hits, {classes} classes: {classes} + {counts['hits_sampled']} sampled, "
+        f"{counts['hits_left_out']} left out, not covered (--all-hits crashes them)"
+    )
 
 
 def choose(

@@ -28,6 +28,8 @@ from harness.engine.search.recovery import second_crashes
 
 #: hits of a discovered point crashed beyond the first of each class (``--sample``)
 DEFAULT_SAMPLE = _classes.DEFAULT_SAMPLE
+#: the console's sentence for a report's ``sweep`` counts of hits
+describe_hits = _classes.describe
 
 
 @dataclass
