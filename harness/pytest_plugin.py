@@ -528,6 +528,7 @@ class CrashCampaign:
                     split = None
             with Campaign(settings) as campaign:
                 result = CampaignResult(settings=settings, workdir=campaign.workdir)
+                campaign.describe_start(result)
                 if chosen_mode == "sweep":
                     depth = depth or (scenario.depth if scenario is not None else 1)
                     hits: dict[str, Any] = {}

@@ -86,6 +86,10 @@ class System:
     #: (``harness.engine.plan._worker_env``):
     #: checked against each campaign's database and providers before any case runs
     templates: CommandTemplate | None = None
+    #: for a program: import its libraries in the harness before the campaign's first case,
+    #: so each incarnation is forked warm (``harness.engine.process._warm``); returns how
+    #: its incarnations start (None: a worker the harness forks anyway)
+    warm_up: Callable[[], Any] | None = field(default=None, compare=False)
 
 
 def _subject(name: str) -> System:
@@ -169,8 +173,14 @@ def command_system(
 
             if _hooks.installed():  # the program's own path, after the harness's hooks
                 env.update(_hooks.child_env(env))
-        args = template.arguments(config)
-        os.execvpe(args[0], args, env)
+        from harness.engine.process import _warm
+
+        _warm.exec_or_run(template.arguments(config), env)
+
+    def warm_up() -> object:
+        from harness.engine.process import _warm
+
+        return _warm.warm_up(argv)
 
     discover = False
     if prepare is None and read_ledger is None and not _is_reference_program(argv):
@@ -190,6 +200,7 @@ def command_system(
         intent=intent,
         discover=discover,
         templates=template if template.env or template.uses_placeholders() else None,
+        warm_up=warm_up,
     )
 
 

@@ -533,6 +533,7 @@ def _run_certify(
 
     with Campaign(settings) as campaign:
         result = CampaignResult(settings=settings, workdir=campaign.workdir)
+        campaign.describe_start(result)
         result.cases.extend(run_cases(campaign, planned, jobs=settings.jobs, on_case=on_case))
         if sample:
             more, record = recovery.run_sample(

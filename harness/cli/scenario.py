@@ -289,6 +289,7 @@ def _execute(
         with Campaign(settings) as campaign:
             workdir = campaign.workdir
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
+            campaign.describe_start(result)
             if shard_info is not None:
                 result.extra["shard"] = shard_info
             if mode == "sweep":
@@ -662,6 +663,7 @@ def explore_cmd(
         with Campaign(settings) as campaign:
             workdir = campaign.workdir
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
+            campaign.describe_start(result)
             found = explore(
                 campaign,
                 budget=budget,

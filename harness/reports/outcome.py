@@ -259,7 +259,7 @@ def judge_result(result: CampaignResult, expect: Expectation | None = None) -> O
     )
     data["summary"]["boundaries_covered"] = len(result.covered())
     data["summary"]["boundaries_uncovered"] = list(result.uncovered())
-    for key in ("sweep", "scenario"):
+    for key in ("sweep", "scenario", "start"):
         if key in result.extra:
             data[key] = result.extra[key]
     return judge(data, expect)

@@ -141,6 +141,8 @@ class Campaign:
         self.provider_gone: str | None = None
         #: why no further case can run: the database server went away and stayed away
         self.db_gone: str | None = None
+        #: how a program's incarnations start, warm or cold and why (None: not a program)
+        self.start: dict[str, object] | None = None
 
     def __enter__(self) -> Campaign:
         # what runs killed before they could clean up left behind (work dirs, case schemas
@@ -185,6 +187,7 @@ class Campaign:
             self.provider = next(iter(self.providers.values()))
             self._speak_preset(self.settings.provider_preset, self.provider)
             self.supervisor = self._stack.enter_context(Supervisor(workdir=self.workdir))
+            self._warm_up()
             for provider in self.providers.values():
                 _provider_watch.watch(provider, self.supervisor)
         except BaseException:
@@ -194,6 +197,19 @@ class Campaign:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def describe_start(self, result: CampaignResult) -> None:
+        """Put how the program's incarnations started in ``result`` (its report's ``start``)."""
+        if self.start is not None:
+            result.extra["start"] = self.start
+
+    def _warm_up(self) -> None:
+        """A program's libraries imported here, once, before any worker is forked (and
+        before a parallel run forks its jobs, which inherit them): ``start`` says how its
+        incarnations start, for the report."""
+        warm_up = self.settings.system.warm_up
+        if warm_up is not None and self.start is None:
+            self.start = warm_up().to_json()
 
     def _claim_sqlite(self) -> None:
         """Hold this run's ledger names on a ``--db`` SQLite file for the campaign's life
@@ -408,6 +424,7 @@ def run_campaign(
 
     with Campaign(settings) as campaign:
         result = CampaignResult(settings=settings, workdir=campaign.workdir)
+        campaign.describe_start(result)
         result.cases.extend(run_cases(campaign, cases, jobs=settings.jobs, on_case=on_case))
     return finish_campaign(result, campaign)
 

@@ -94,6 +94,12 @@ def _kind_of(filename: str) -> int:
     return _WORKER
 
 
+def is_worker_file(filename: str) -> bool:
+    """Whether ``filename`` is the worker's own code (not the standard library, an installed
+    package or the harness): a warm start never imports it in the harness."""
+    return _kind_of(filename) == _WORKER
+
+
 def point_where(filename: str, line: int) -> str:
     """``<file stem>.<line>``, the stem cut down to what a case id may hold. A package's
     ``__main__.py`` or ``__init__.py`` is named by its package (``python -m notifier``
@@ -502,6 +508,11 @@ def install() -> None:
         if module is not None:
             _patch(name, module)
     sys.meta_path.insert(0, _Finder())
+
+
+def is_hook_finder(finder: object) -> bool:
+    """Whether ``finder`` (on ``sys.meta_path``) is the one ``install`` put there."""
+    return isinstance(finder, _Finder)
 
 
 def installed() -> bool:
