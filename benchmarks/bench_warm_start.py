@@ -6,7 +6,7 @@ incarnation execs ``python -m ...`` and imports them again), one after the other
 Printed per example: wall and CPU (the harness and everything it started, reaped) a case,
 warm and cold, and warm ÷ cold. The cases are the first few of the example's sweep plan
 (``sweep --case``), so both runs do the same work; the dry run that discovers the points is
-in both. The quick form runs one case of one example.
+in both. The quick form runs the dry run of one example (Huey's).
 
     .venv/bin/python benchmarks/bench_warm_start.py [--cases 6] [--rounds 1]
 """
@@ -37,6 +37,7 @@ EXAMPLES = {
     "examples/agents/pydantic_ai_dbos/naive.toml": "pydantic_ai",
     "examples/huey_worker/naive.toml": "huey",
 }
+QUICK_EXAMPLE = "examples/huey_worker/naive.toml"
 #: the goal: an incarnation pays the fork, not the interpreter and the imports
 GOAL_RATIO = 0.5
 
@@ -77,7 +78,9 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=pick(6, 1))
     parser.add_argument("--rounds", type=int, default=pick(1, 1))
     args = parser.parse_args()
-    examples = list(EXAMPLES.items())[: pick(len(EXAMPLES), 1)]
+    examples = list(EXAMPLES.items())
+    if QUICK:  # the smallest start: a Huey consumer
+        examples = [(QUICK_EXAMPLE, EXAMPLES[QUICK_EXAMPLE])]
     print(f"warm ÷ cold starts: the first {args.cases} case(s) of each example's sweep")
     for toml, framework in examples:
         if importlib.util.find_spec(framework) is None:
@@ -102,7 +105,7 @@ def main() -> None:
         said = "warm" if start[False].get("warm") else f"cold ({start[False].get('why')})"
         print(
             f"{name:34} a case: warm {warm_wall:5.2f} s wall {warm_cpu:5.2f} s CPU;"
-            f" cold {cold_wall:5.2f} s wall {cold_cpu:5.2f} s CPU;"
+            f" cold {cold_wall:5.2f} s wall {cold_cpu:5.2f} s CPU (medians);"
             f" warm ÷ cold {warm_wall / cold_wall:4.2f} wall, {warm_cpu / cold_cpu:4.2f} CPU"
             f"  [{said}]"
         )

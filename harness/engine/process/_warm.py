@@ -140,6 +140,8 @@ class Warmth:
 
 #: program key -> how it starts, decided in the harness before any worker is forked
 _WARMTH: dict[str, Warmth] = {}
+#: in a warm child: the harness's copies of the user's modules, out of ``sys.modules``
+_PURGED: list[object] = []
 
 
 def warm_up(argv: Sequence[str]) -> Warmth:
@@ -459,7 +461,9 @@ def _run(launch: Launch, env: dict[str, str], warmth: Warmth) -> NoReturn:  # pr
     for name, module in list(sys.modules.items()):  # the user's code, as the harness loaded it
         filename = getattr(module, "__file__", None)
         if filename and _hooks.is_worker_file(filename) and name != "__main__":
-            del sys.modules[name]
+            # kept alive here: a module freed in the child would finalize what it holds (a
+            # database connection's goodbye on a socket the harness shares)
+            _PURGED.append(sys.modules.pop(name))
     _fresh_process_state(
         fresh, warmth, unbuffered=launch.unbuffered or bool(env.get("PYTHONUNBUFFERED"))
     )
