@@ -8,7 +8,7 @@ would show (its name, argv, path, signals, exit handler) to ``PROBE_OUT``.
 import sys
 
 PRELOADED = "colorsys" in sys.modules
-OWN_LOADED = "tests._warm_probe_helper" in sys.modules
+OWN_LOADED = bool({"tests._warm_probe_helper", "_warm_probe_helper"} & set(sys.modules))
 
 import atexit  # noqa: E402
 import colorsys  # noqa: E402, F401 - the library a warm start imports ahead
@@ -19,7 +19,10 @@ import sqlite3  # noqa: E402
 
 import requests  # noqa: E402
 
-from tests._warm_probe_helper import WORK  # noqa: E402
+try:  # python -m tests._warm_probe_worker
+    from tests._warm_probe_helper import WORK
+except ImportError:  # python tests/_warm_probe_worker.py: its own directory is on the path
+    from _warm_probe_helper import WORK  # type: ignore[no-redef]
 
 
 def main():

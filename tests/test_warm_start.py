@@ -25,7 +25,7 @@ from tests.test_hooks import line_of
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = """\
 [scenario]
-system = "cmd:python -m tests._warm_probe_worker"
+system = "cmd:python {program}"
 env = { DATABASE_URL = "{db.url}", PROBE_OUT = "{db.path}.probe", \
 WEBHOOK_URL = "{provider.url}/hooks", WEBHOOK_TOKEN = "{provider.credential}" }
 seed = 1
@@ -43,9 +43,11 @@ max_attempts = 1
 """
 
 
-def _crash_and_restart(tmp_path: Path, **env: str) -> tuple[int, str, dict[str, Any], list[dict]]:
+def _crash_and_restart(
+    tmp_path: Path, program: str = "-m tests._warm_probe_worker", **env: str
+) -> tuple[int, str, dict[str, Any], list[dict]]:
     scenario = tmp_path / "probe.toml"
-    scenario.write_text(SCENARIO)
+    scenario.write_text(SCENARIO.replace("{program}", program))
     send = line_of((ROOT / "tests" / "_warm_probe_worker.py").read_text(), "SEND")
     case = f"crash@after_send._warm_probe_worker.{send}#1"
     old = {k: os.environ.get(k) for k in env}
@@ -66,10 +68,18 @@ def _crash_and_restart(tmp_path: Path, **env: str) -> tuple[int, str, dict[str, 
     return status, said, report, facts
 
 
-def test_each_incarnation_is_forked_warm_and_runs_as_python_would(tmp_path: Path) -> None:
-    status, said, report, facts = _crash_and_restart(tmp_path)
+@pytest.mark.parametrize(
+    ("program", "path0"),
+    [("-m tests._warm_probe_worker", ROOT), ("tests/_warm_probe_worker.py", ROOT / "tests")],
+    ids=["module", "script"],
+)
+def test_each_incarnation_is_forked_warm_and_runs_as_python_would(
+    tmp_path: Path, program: str, path0: Path
+) -> None:
+    status, said, report, facts = _crash_and_restart(tmp_path, program)
     assert status == 0, said
     assert report["start"]["warm"] is True, report.get("start")
+    assert "warm starts: " in said, said
     started = [f for f in facts if "name" in f]
     # the crashed incarnation and the restart (the dry run's too), each with its library
     # loaded ahead and its own module not
@@ -79,7 +89,7 @@ def test_each_incarnation_is_forked_warm_and_runs_as_python_would(tmp_path: Path
         assert each["own_loaded"] is False, each
         assert each["name"] == "__main__"
         assert each["argv"][0].endswith(os.path.join("tests", "_warm_probe_worker.py"))
-        assert each["path0"] == str(ROOT)
+        assert each["path0"] == str(path0)
         assert each["sigint_default"], each
         assert each["sigpipe_ignored"], each
     # the restart finished its work and exited as an interpreter does: its exit handler ran,
@@ -92,6 +102,7 @@ def test_each_incarnation_is_forked_warm_and_runs_as_python_would(tmp_path: Path
 
 def test_cold_start_when_asked_and_the_report_says_why(tmp_path: Path) -> None:
     status, said, report, facts = _crash_and_restart(tmp_path, **{_warm.COLD_ENV: "1"})
+    assert f"cold starts (each incarnation execs the program): {_warm.COLD_ENV} is set" in said
     assert status == 0, said
     assert report["start"] == {"warm": False, "why": f"{_warm.COLD_ENV} is set"}
     started = [f for f in facts if "name" in f]

@@ -143,6 +143,7 @@ class Campaign:
         self.db_gone: str | None = None
         #: how a program's incarnations start, warm or cold and why (None: not a program)
         self.start: dict[str, object] | None = None
+        self.start_sentence = ""
 
     def __enter__(self) -> Campaign:
         # what runs killed before they could clean up left behind (work dirs, case schemas
@@ -209,7 +210,9 @@ class Campaign:
         incarnations start, for the report."""
         warm_up = self.settings.system.warm_up
         if warm_up is not None and self.start is None:
-            self.start = warm_up().to_json()
+            warmth = warm_up()
+            self.start = warmth.to_json()
+            self.start_sentence = warmth.sentence()
 
     def _claim_sqlite(self) -> None:
         """Hold this run's ledger names on a ``--db`` SQLite file for the campaign's life
