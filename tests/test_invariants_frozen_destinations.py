@@ -118,6 +118,22 @@ def test_a_committed_run_without_a_frozen_list_fails() -> None:
     assert result.evidence["problems"][0]["problem"] == "committed without a frozen list"
 
 
+def test_a_run_whose_roster_was_emptied_freezes_an_empty_list_and_sends_nothing() -> None:
+    """Two drops emptied the roster before the run was committed: it intends nobody, and no
+    rows is how a table freezes an empty list (explore's seed 101 drew this on the reference,
+    which was failed for it). A send for that run is still off its list."""
+    obs = _obs([], [], intended=())
+    assert obs.ledger is not None
+    emptied = replace(obs, ledger=replace(obs.ledger, frozen_destinations={}))
+    assert CHECKERS[NAME](emptied).status is Status.PASS
+    sent = replace(emptied, effects=(_eff(1, "a@example.org"),))
+    result = CHECKERS[NAME](sent)
+    assert result.status is Status.FAIL
+    assert result.evidence["problems"][0]["problem"] == (
+        "accepted effect: destination is not on the list frozen at commit"
+    )
+
+
 def test_missing_evidence_is_unknown() -> None:
     """No ledger or no effect log: unknown, never pass."""
     obs = _obs([_row("a@example.org")], [])
