@@ -13,7 +13,9 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.engine.case.campaign import Campaign, CampaignSettings, validate_cases
+from harness.engine.case.prepare import worker_request_timeout_s
 from harness.engine.plan.schedule import CaseSpec
+from harness.engine.search.explore import slow_reply_sizes
 from harness.engine.store import trace
 from harness.errors import BadInputError
 from harness.faults.clock_jump import jump_s
@@ -179,6 +181,38 @@ def test_only_a_reply_held_past_the_timeout_exposes_a_worker_that_calls_it_faile
     )
     with Campaign(settings) as campaign:
         result = campaign.run(CaseSpec.parse(f"provider_slow:{size}"))
+    status = result.invariants["accepted_reconciled_or_unknown"].status
+    assert status is (Status.FAIL if flagged else Status.PASS), result.invariants
+
+
+def test_explore_sizes_its_slow_replies_by_the_workers_own_timeout() -> None:
+    """One inside the timeout, one past it, whatever the timeout; past the longest hold a
+    fault may make, only the one inside."""
+    assert slow_reply_sizes(1.0) == ("0.3s", "1.5s")
+    assert slow_reply_sizes(0.5) == ("0.15s", "0.75s")
+    assert slow_reply_sizes(40.0) == ("12s",)
+
+
+@pytest.mark.parametrize("flagged", [False, True], ids=["inside", "past"])
+def test_sized_by_a_half_second_timeout_they_still_straddle_it(
+    tmp_path: Path, *, flagged: bool
+) -> None:
+    """``reference-explore`` gives its worker 0.5 s: explore then draws 0.15 s and 0.75 s,
+    and only the one past the timeout exposes a worker that calls a reply it gave up on
+    failed (the 1 s sizes would both be past it)."""
+    inside, past = slow_reply_sizes(0.5)
+    settings = CampaignSettings(
+        system=resolve("mutant:unknown_as_failed"),
+        seed=4,
+        runs=1,
+        destinations_per_topic=1,
+        provider_faults=(),
+        workdir=tmp_path,
+        worker_overrides={"request_timeout_s": 0.5},
+    )
+    assert worker_request_timeout_s(settings) == 0.5
+    with Campaign(settings) as campaign:
+        result = campaign.run(CaseSpec.parse(f"provider_slow:{past if flagged else inside}"))
     status = result.invariants["accepted_reconciled_or_unknown"].status
     assert status is (Status.FAIL if flagged else Status.PASS), result.invariants
 

@@ -38,6 +38,14 @@ from harness.worker_config import ProviderEndpoint, WorkerConfig
 HARNESS_REQUEST_TIMEOUT_S = 1.0
 
 
+def worker_request_timeout_s(settings: CampaignSettings) -> float:
+    """A worker's request timeout in this campaign: the harness's, unless the scenario or the
+    system sets its own (as ``worker_config`` resolves it)."""
+    given = {**settings.worker_overrides, **dict(settings.system.config_overrides)}
+    value = given.get("request_timeout_s", HARNESS_REQUEST_TIMEOUT_S)
+    return float(value) if isinstance(value, int | float) else HARNESS_REQUEST_TIMEOUT_S
+
+
 #: wall seconds a due delivery may sit untouched before the watchdog calls it overdue
 HARNESS_LIVENESS_GRACE_S = 0.5
 

@@ -33,10 +33,12 @@ from hypothesis.errors import Flaky
 
 from harness.engine.case import _jobpipe
 from harness.engine.case.campaign import Campaign, CaseResult, refuse_own_work
+from harness.engine.case.prepare import worker_request_timeout_s
 from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.process import _far_side
 from harness.engine.search._landings import Landings
 from harness.faults.clock_jump import RETENTION_JUMPS, cleanup_boundaries
+from harness.faults.provider import MAX_SLOW_S
 from harness.faults.roster_change import VARIANTS as ROSTER_VARIANTS
 from harness.invariants import Status
 
@@ -59,10 +61,23 @@ def jump_sizes(boundaries: tuple[str, ...]) -> tuple[str | None, ...]:
 
 #: slow replies: inside the worker's 1 s request timeout, and past it
 SLOW_REPLY_SIZES: tuple[str, ...] = ("0.3s", "1.5s")
+#: a slow reply's sizes as shares of the worker's request timeout: a slow success, and a
+#: reply it gives up on (which costs the case that timeout: waited out by the worker itself)
+SLOW_REPLY_SHARES = (0.3, 1.5)
+
+
+def slow_reply_sizes(timeout_s: float) -> tuple[str, ...]:
+    """The slow replies explore draws for a worker whose request timeout is ``timeout_s``
+    (1 s: ``SLOW_REPLY_SIZES``): one inside it and one past it, the longest a fault may
+    hold (``MAX_SLOW_S``) permitting."""
+    sizes = [round(timeout_s * share, 3) for share in SLOW_REPLY_SHARES]
+    return tuple(f"{size:g}s" for size in sizes if 0 < size <= MAX_SLOW_S)
 
 
 def step_strategy(
-    boundaries: tuple[str, ...], reach: Mapping[str, int] | None = None
+    boundaries: tuple[str, ...],
+    reach: Mapping[str, int] | None = None,
+    slow_sizes: tuple[str, ...] = SLOW_REPLY_SIZES,
 ) -> st.SearchStrategy[Step]:
     """One fault step; listed simplest first, which is the direction Hypothesis shrinks to.
 
@@ -111,15 +126,19 @@ def step_strategy(
     if not reach or reach.get("after_claim", 0) >= 2:
         steps.append(st.just(Step("concurrent_claim")))
     steps.append(
-        st.builds(lambda size: Step("provider_slow", arg=size), st.sampled_from(SLOW_REPLY_SIZES))
+        st.builds(lambda size: Step("provider_slow", arg=size), st.sampled_from(slow_sizes))
     )
     return st.one_of(*steps)
 
 
 def schedule_strategy(
-    boundaries: tuple[str, ...], max_steps: int, reach: Mapping[str, int] | None = None
+    boundaries: tuple[str, ...],
+    max_steps: int,
+    reach: Mapping[str, int] | None = None,
+    slow_sizes: tuple[str, ...] = SLOW_REPLY_SIZES,
 ) -> st.SearchStrategy[CaseSpec]:
-    return st.lists(step_strategy(boundaries, reach), min_size=1, max_size=max_steps).map(
+    steps = step_strategy(boundaries, reach, slow_sizes)
+    return st.lists(steps, min_size=1, max_size=max_steps).map(
         lambda steps: CaseSpec(steps=tuple(steps))
     )
 
@@ -220,6 +239,7 @@ def _search(
     boundaries = campaign.settings.system.boundaries
     failing: list[CaseResult] = []
     landings = Landings()
+    sizes = slow_reply_sizes(worker_request_timeout_s(campaign.settings))
 
     def check(case: CaseSpec) -> None:
         may_land = landings.may_land(case)
@@ -248,7 +268,7 @@ def _search(
         report_multiple_bugs=False,
         phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
         suppress_health_check=list(HealthCheck),
-    )(given(schedule_strategy(boundaries, max_steps, reach))(check))
+    )(given(schedule_strategy(boundaries, max_steps, reach, sizes))(check))
     if database is None:
         test = hypothesis_seed(seed)(test)
     else:
