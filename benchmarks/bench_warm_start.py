@@ -38,7 +38,8 @@ EXAMPLES = {
     "examples/huey_worker/naive.toml": "huey",
 }
 QUICK_EXAMPLE = "examples/huey_worker/naive.toml"
-#: the goal: an incarnation pays the fork, not the interpreter and the imports
+#: the goal: an incarnation pays the fork, not the interpreter and the imports (on CPU: a
+#: case's wall also holds waits a start does not change)
 GOAL_RATIO = 0.5
 
 
@@ -109,10 +110,11 @@ def main() -> None:
             f" warm ÷ cold {warm_wall / cold_wall:4.2f} wall, {warm_cpu / cold_cpu:4.2f} CPU"
             f"  [{said}]"
         )
-        if not QUICK:
+        if not QUICK:  # CPU: a case's wall also holds waits that are no start (a daemon's
+            # quiet window, a framework's recovery poll), its CPU holds the starts
             record(
-                f"warm ÷ cold start, a case of {name}",
-                round(warm_wall / cold_wall, 2),
+                f"warm ÷ cold start, CPU a case of {name}",
+                round(warm_cpu / cold_cpu, 2),
                 goal=GOAL_RATIO,
                 at_most=True,
             )
