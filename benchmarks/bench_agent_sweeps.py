@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 from _goals import record
+from _harness_run import run_harness
 from _quick import QUICK, pick
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,19 +42,8 @@ def _sweep(name: str, out: Path) -> tuple[float, int]:
     """Wall seconds of one sweep (the dry run alone in the quick form), and its cases."""
     toml = f"examples/agents/{name}/naive.toml"
     words = ["run", toml, "--case", "baseline"] if QUICK else ["sweep", toml]
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", *words, "--determinism", "0", "--report-dir", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    took = time.perf_counter() - started
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{toml}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr}")
-    cases = len(json.loads((out / "report.json").read_text())["cases"])
-    return took, cases
+    took, _, report = run_harness(words, out)
+    return took, len(report["cases"])
 
 
 def _import_s(module: str) -> float:

@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 from _goals import record
+from _harness_run import run_harness
 from _quick import QUICK, pick
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,27 +40,12 @@ GOAL_RATIO = 0.5
 
 
 def _harness(words: list[str], out: Path, *, cold: bool) -> tuple[float, float, dict]:
-    """Wall and CPU seconds of one harness command, and its report."""
+    """Wall and CPU seconds of one harness command, warm or cold, and its report."""
     env = dict(os.environ)
     env.pop("CRASH_HARNESS_COLD_START", None)
     if cold:
         env["CRASH_HARNESS_COLD_START"] = "1"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", *words, "--determinism", "0", "--report-dir", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(words)}: exit {proc.returncode}\n{proc.stdout[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, json.loads((out / "report.json").read_text())
+    return run_harness(words, out, env=env)
 
 
 def _first_cases(toml: str, count: int, tmp: Path) -> list[str]:

@@ -171,6 +171,13 @@ def test_only_a_reply_held_past_the_timeout_exposes_a_worker_that_calls_it_faile
 ) -> None:
     """``unknown_as_failed`` records a reply it gave up on as failed: a reply held inside the
     1 s request timeout is a slow success (it holds), one held past it is caught."""
+    status = _unknown_as_failed(tmp_path, f"provider_slow:{size}")
+    assert status is (Status.FAIL if flagged else Status.PASS)
+
+
+def _unknown_as_failed(tmp_path: Path, case: str, **worker: float) -> Status:
+    """``accepted_reconciled_or_unknown`` of ``unknown_as_failed`` in ``case``, its worker
+    set as ``worker`` says."""
     settings = CampaignSettings(
         system=resolve("mutant:unknown_as_failed"),
         seed=4,
@@ -178,11 +185,12 @@ def test_only_a_reply_held_past_the_timeout_exposes_a_worker_that_calls_it_faile
         destinations_per_topic=1,
         provider_faults=(),
         workdir=tmp_path,
+        worker_overrides=dict(worker),
     )
+    assert worker_request_timeout_s(settings) == worker.get("request_timeout_s", 1.0)
     with Campaign(settings) as campaign:
-        result = campaign.run(CaseSpec.parse(f"provider_slow:{size}"))
-    status = result.invariants["accepted_reconciled_or_unknown"].status
-    assert status is (Status.FAIL if flagged else Status.PASS), result.invariants
+        result = campaign.run(CaseSpec.parse(case))
+    return result.invariants["accepted_reconciled_or_unknown"].status
 
 
 def test_explore_sizes_its_slow_replies_by_the_workers_own_timeout() -> None:
@@ -201,20 +209,9 @@ def test_sized_by_a_half_second_timeout_they_still_straddle_it(
     and only the one past the timeout exposes a worker that calls a reply it gave up on
     failed (the 1 s sizes would both be past it)."""
     inside, past = slow_reply_sizes(0.5)
-    settings = CampaignSettings(
-        system=resolve("mutant:unknown_as_failed"),
-        seed=4,
-        runs=1,
-        destinations_per_topic=1,
-        provider_faults=(),
-        workdir=tmp_path,
-        worker_overrides={"request_timeout_s": 0.5},
-    )
-    assert worker_request_timeout_s(settings) == 0.5
-    with Campaign(settings) as campaign:
-        result = campaign.run(CaseSpec.parse(f"provider_slow:{past if flagged else inside}"))
-    status = result.invariants["accepted_reconciled_or_unknown"].status
-    assert status is (Status.FAIL if flagged else Status.PASS), result.invariants
+    size = past if flagged else inside
+    status = _unknown_as_failed(tmp_path, f"provider_slow:{size}", request_timeout_s=0.5)
+    assert status is (Status.FAIL if flagged else Status.PASS)
 
 
 def test_sized_case_ids_round_trip() -> None:

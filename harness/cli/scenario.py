@@ -290,9 +290,9 @@ def _execute(
             workdir = campaign.workdir
             result = CampaignResult(settings=settings, workdir=campaign.workdir)
             campaign.describe_start(result)
-            if campaign.start_sentence:
+            if campaign.warmth is not None:
                 with progress.above():
-                    click.echo(campaign.start_sentence)
+                    click.echo(campaign.warmth.sentence())
             if shard_info is not None:
                 result.extra["shard"] = shard_info
             if mode == "sweep":

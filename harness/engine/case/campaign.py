@@ -30,6 +30,7 @@ from harness.engine.plan._plan import default_cases, validate_cases
 from harness.engine.plan.schedule import CaseSpec, Step
 from harness.engine.plan.workload import Workload, build_workload
 from harness.engine.process import _pg_cluster, _redis_server
+from harness.engine.process._warm import Warmth
 from harness.engine.process.supervisor import Supervisor
 from harness.engine.results import CampaignResult, CampaignSettings, CaseResult
 from harness.engine.store import _db, _outage, _pgdb, _room, _scratch, _secrets
@@ -142,8 +143,7 @@ class Campaign:
         #: why no further case can run: the database server went away and stayed away
         self.db_gone: str | None = None
         #: how a program's incarnations start, warm or cold and why (None: not a program)
-        self.start: dict[str, object] | None = None
-        self.start_sentence = ""
+        self.warmth: Warmth | None = None
 
     def __enter__(self) -> Campaign:
         # what runs killed before they could clean up left behind (work dirs, case schemas
@@ -201,18 +201,16 @@ class Campaign:
 
     def describe_start(self, result: CampaignResult) -> None:
         """Put how the program's incarnations started in ``result`` (its report's ``start``)."""
-        if self.start is not None:
-            result.extra["start"] = self.start
+        if self.warmth is not None:
+            result.extra["start"] = self.warmth.to_json()
 
     def _warm_up(self) -> None:
         """A program's libraries imported here, once, before any worker is forked (and
-        before a parallel run forks its jobs, which inherit them): ``start`` says how its
-        incarnations start, for the report."""
+        before a parallel run forks its jobs, which inherit them): ``warmth`` says how its
+        incarnations start, for the report and the console."""
         warm_up = self.settings.system.warm_up
-        if warm_up is not None and self.start is None:
-            warmth = warm_up()
-            self.start = warmth.to_json()
-            self.start_sentence = warmth.sentence()
+        if warm_up is not None and self.warmth is None:
+            self.warmth = warm_up()
 
     def _claim_sqlite(self) -> None:
         """Hold this run's ledger names on a ``--db`` SQLite file for the campaign's life

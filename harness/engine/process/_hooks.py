@@ -96,8 +96,9 @@ def _kind_of(filename: str) -> int:
 
 def is_worker_file(filename: str) -> bool:
     """Whether ``filename`` is the worker's own code (not the standard library, an installed
-    package or the harness): a warm start never imports it in the harness."""
-    return _kind_of(filename) == _WORKER
+    package or the harness): a warm start never imports it in the harness. Remembered, as
+    a frame's kind is: a warm child asks of every loaded module, and the harness asked first."""
+    return _kind_of_file(filename) == _WORKER
 
 
 def point_where(filename: str, line: int) -> str:
@@ -111,12 +112,15 @@ def point_where(filename: str, line: int) -> str:
     return f"{re.sub(r'[^A-Za-z0-9_-]', '_', stem) or '_'}.{line}"
 
 
-def _kind_of_frame(frame: FrameType) -> int:
-    filename = frame.f_code.co_filename
+def _kind_of_file(filename: str) -> int:
     kind = _kinds_by_file.get(filename)
     if kind is None:
         kind = _kinds_by_file[filename] = _kind_of(filename)
     return kind
+
+
+def _kind_of_frame(frame: FrameType) -> int:
+    return _kind_of_file(frame.f_code.co_filename)
 
 
 def _whose(frame: FrameType | None) -> tuple[int, str | None, str | None, str | None]:

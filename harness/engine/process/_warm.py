@@ -225,6 +225,10 @@ def _import_libraries(launch: Launch) -> Warmth:
             if signal.getsignal(sig) is not handler and handler is not None:
                 with contextlib.suppress(OSError, ValueError, TypeError):
                     signal.signal(sig, handler)
+    for module in list(sys.modules.values()):  # each child asks: asked here once, for all
+        filename = getattr(module, "__file__", None)
+        if filename:
+            _hooks.is_worker_file(filename)
     return Warmth(
         warm=True,
         imported=tuple(imported),
